@@ -1,0 +1,432 @@
+"""Block Kit for a diagnosis: pure functions from a ``Diagnosis`` to a Slack message.
+
+Log text is hostile input: everything taken from a log is escaped (``&``, ``<``, ``>``) so a
+``<!channel>`` or ``<@U123>`` inside a log never pings anyone. Every message stays inside Slack's
+limits (50 blocks, 3,000 characters per section, 150 per header) and carries a fallback ``text``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
+
+MAX_BLOCKS = 50
+MAX_SECTION = 3000
+MAX_HEADER = 150
+MAX_BUTTON_TEXT = 75
+MAX_FALLBACK = 3000
+# Slack answers msg_blocks_too_long well below the documented limits; stay far under it.
+MAX_TOTAL = 11000
+CONTEXT_BEFORE = 3
+CONTEXT_AFTER = 2
+
+# action_ids of the buttons; handlers/actions.py listens for exactly these.
+ACTION_EVIDENCE = "denpex_show_evidence"
+ACTION_CORRECT = "denpex_feedback_correct"
+ACTION_WRONG = "denpex_feedback_wrong"
+ACTION_EXPLAIN = "denpex_explain"
+ACTION_ASK = "denpex_ask"
+ACTIONS = (ACTION_EVIDENCE, ACTION_CORRECT, ACTION_WRONG, ACTION_EXPLAIN, ACTION_ASK)
+
+TRUNCATED = "… (truncated)"
+
+
+@dataclass(frozen=True)
+class RenderedMessage:
+    """A Slack message: fallback text plus Block Kit blocks, and an optional long attachment."""
+
+    text: str
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    file_text: str | None = None  # long evidence, for files_upload_v2 in the thread
+
+
+def escape(text: str) -> str:
+    """Escape Slack's control characters so log text cannot ping or link."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def clip(text: str, limit: int, note: str = TRUNCATED) -> str:
+    """Cut ``text`` to ``limit`` characters, saying so."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(note))] + note
+
+
+def _code(lines: Iterable[str]) -> str:
+    # A ``` inside a log line would close the code block early.
+    body = "\n".join(escape(line).replace("```", "`\u200b``") for line in lines)
+    return f"```{body}```"
+
+
+def _section(text: str, *, block_id: str | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "section",
+        "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION)},
+    }
+    if block_id:
+        block["block_id"] = block_id
+    return block
+
+
+def _code_section(title: str, lines: Sequence[str]) -> dict[str, Any]:
+    """A section with a title and a code block, cut from the top so the last lines survive."""
+    room = MAX_SECTION - len(title) - 20
+    kept = list(lines)
+    while kept and len(_code(kept)) > room:
+        if len(kept) == 1:
+            kept = [clip(kept[0], max(10, room - 10))]
+            break
+        kept.pop(0)
+    return _section(f"{title}\n{_code(kept)}")
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, MAX_HEADER, "…")}}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, MAX_SECTION)}]}
+
+
+def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
+    """A Block Kit button within Slack's limits."""
+    b: dict[str, Any] = {
+        "type": "button",
+        "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON_TEXT, "…")},
+        "action_id": action_id[:255],
+        "value": value[:2000],
+    }
+    if style:
+        b["style"] = style
+    return b
+
+
+def where(ev: Evidence) -> str:
+    """``file:line · rank 3 · host a · time t`` for one evidence line (escaped)."""
+    parts = [f"`{escape(ev.file)}:{ev.line}`"]
+    if ev.rank is not None:
+        parts.append(f"rank {ev.rank}")
+    if ev.host:
+        parts.append(f"host {escape(ev.host)}")
+    if ev.time:
+        parts.append(escape(ev.time))
+    return " · ".join(parts)
+
+
+def downstream_line(group: DownstreamGroup) -> str:
+    """One sentence for a downstream group: '63 ranks then hit NCCL watchdog timeouts'."""
+    title = group.signature.title if group.signature else "other errors"
+    ranks = len(group.ranks)
+    if ranks > 1:
+        who = f"{ranks} ranks then hit"
+    elif ranks == 1:
+        who = f"rank {group.ranks[0]} then hit"
+    else:
+        who = f"{group.count} line{'s' if group.count != 1 else ''} then reported"
+    kind = "" if group.role == "downstream" else f" ({group.role})"
+    return f"{who} {escape(title)}{kind}"
+
+
+def downstream_summary(d: Diagnosis) -> list[str]:
+    """Every downstream group as one plain sentence."""
+    return [downstream_line(g) for g in d.downstream]
+
+
+def _initiating_lines(ev: Evidence, before: int, after: int) -> list[str]:
+    above = list(ev.before)[-before:] if before else []
+    below = list(ev.after)[:after] if after else []
+    return [*above, ev.text, *below]
+
+
+def _headline(d: Diagnosis) -> str:
+    if d.status is Status.FAILURE and d.signature:
+        return f"🔴 {d.signature.title}"
+    if d.status is Status.UNRECOGNIZED:
+        return "🟠 Unrecognized failure"
+    return "🟢 No failure found"
+
+
+def fallback_text(d: Diagnosis) -> str:
+    """The notification text: headline, category, confidence, and the initiating line."""
+    if d.status is Status.FAILURE and d.signature:
+        text = (
+            f"{d.signature.title} ({d.signature.category}, {round(d.confidence * 100)}% confidence)"
+        )
+    else:
+        text = d.headline
+    if d.initiating is not None:
+        text += f": {d.initiating.text.strip()}"
+    return escape(clip(text, MAX_FALLBACK))
+
+
+def _value(d: Diagnosis) -> str:
+    return d.signature.id if d.signature else d.status.value
+
+
+def action_buttons(d: Diagnosis) -> dict[str, Any]:
+    """The buttons under every diagnosis."""
+    value = _value(d)
+    elements = [
+        button("Show evidence", ACTION_EVIDENCE, value),
+        button("Correct", ACTION_CORRECT, value, "primary"),
+        button("Wrong diagnosis", ACTION_WRONG, value, "danger"),
+    ]
+    if d.signature is not None:
+        elements.append(button("Explain", ACTION_EXPLAIN, d.signature.id))
+    return {"type": "actions", "block_id": "denpex_diagnosis_actions", "elements": elements}
+
+
+def _numbered(items: Iterable[str]) -> str:
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+def _bullets(items: Iterable[str]) -> str:
+    return "\n".join(f"• {item}" for item in items)
+
+
+def _fix_lines(d: Diagnosis) -> list[str]:
+    out = []
+    for step in d.fix:
+        line = escape(step.get("step", ""))
+        if step.get("command"):
+            command = escape(step["command"]).replace("`", "'")
+            line += f"\n    `{command}`"
+        out.append(line)
+    return out
+
+
+def _short_step(step: str) -> str:
+    # "Capture the evidence: ..." -> keep the full step but cut long ones to one line.
+    return clip(step, 220, "…")
+
+
+def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None) -> RenderedMessage:
+    """The diagnosis message posted in the incident thread."""
+    meta = dict(job_meta or {})
+    blocks: list[dict[str, Any]] = [_header(_headline(d))]
+    optional: list[dict[str, Any]] = []  # dropped from the end first when over the size budget
+
+    if meta.get("changed"):
+        blocks.append(
+            _section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}")
+        )
+
+    if d.status is Status.FAILURE and d.signature:
+        facts = [
+            f"*Category:* {escape(d.signature.category)}",
+            f"*Confidence:* {round(d.confidence * 100)}%",
+            f"*Signature:* `{escape(d.signature.id)}`",
+        ]
+        blocks.append(_section(" · ".join(facts)))
+        if d.summary:
+            blocks.append(_section(escape(d.summary)))
+    elif d.status is Status.UNRECOGNIZED:
+        blocks.append(
+            _section(
+                "No signature in the library matches this failure. "
+                "The first line that states an error is below."
+            )
+        )
+    else:
+        files = len(d.files) or 1
+        blocks.append(
+            _section(
+                f"No failure found in {d.lines_read:,} lines of {files} "
+                f"file{'s' if files != 1 else ''}. If the job did fail, attach the log of the "
+                "rank that exited first, the scheduler's job output (sacct / kubectl logs) "
+                "and `dmesg -T` from its node."
+            )
+        )
+
+    if meta.get("recurrence"):
+        blocks.append(_context(f":repeat: {escape(meta['recurrence'])}"))
+
+    ev = d.initiating
+    long_evidence = False
+    if ev is not None:
+        label = "*Initiating line*" if d.status is Status.FAILURE else "*First error line*"
+        lines = _initiating_lines(ev, CONTEXT_BEFORE, CONTEXT_AFTER)
+        section = _code_section(f"{label} — {where(ev)}", lines)
+        if len(section["text"]["text"]) >= MAX_SECTION - 30 or len(ev.before) > CONTEXT_BEFORE:
+            long_evidence = True
+        blocks.append(section)
+
+    if d.downstream:
+        text = "*What followed downstream*\n" + _bullets(downstream_summary(d))
+        blocks.append(_section(text))
+
+    if d.status is Status.FAILURE:
+        if d.root_causes:
+            blocks.append(
+                _section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes))
+            )
+        if d.fix:
+            blocks.append(_section("*Fix*\n" + _numbered(_fix_lines(d))))
+        if d.decision_path:
+            path = _numbered(escape(_short_step(s)) for s in d.decision_path)
+            optional.append(_section("*How to confirm before acting*\n" + path))
+    elif d.status is Status.UNRECOGNIZED:
+        blocks.append(
+            _section(
+                "*What to attach in this thread:* the logs of all ranks (or the rank that failed "
+                "first), `python -m torch.utils.collect_env`, `nvidia-smi` and `dmesg -T` from "
+                "the node."
+            )
+        )
+
+    if d.missing_facts:
+        asks = _bullets(escape(f) for f in d.missing_facts)
+        optional.insert(0, _section(f":question: *Can you tell me, in this thread?*\n{asks}"))
+
+    footer = []
+    if d.files:
+        names = ", ".join(escape(f) for f in d.files[:5])
+        more = f" and {len(d.files) - 5} more" if len(d.files) > 5 else ""
+        footer.append(f"Read {d.lines_read:,} lines of {names}{more}")
+    if meta.get("job"):
+        footer.append(f"job {escape(meta['job'])}")
+    if long_evidence:
+        footer.append("press *Show evidence* for the full context")
+    if footer:
+        optional.append(_context(" · ".join(footer)))
+
+    actions = action_buttons(d)
+    blocks = _fit(blocks, optional, actions)
+    return RenderedMessage(
+        text=fallback_text(d),
+        blocks=blocks,
+        file_text=evidence_text(d) if long_evidence else None,
+    )
+
+
+def _size(blocks: Sequence[Mapping[str, Any]]) -> int:
+    total = 0
+    for b in blocks:
+        text = b.get("text")
+        if isinstance(text, dict):
+            total += len(text.get("text", ""))
+        for el in b.get("elements", []):
+            if isinstance(el.get("text"), str):
+                total += len(el["text"])
+    return total
+
+
+def _fit(
+    blocks: list[dict[str, Any]], optional: list[dict[str, Any]], actions: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Keep required blocks, then optional ones while the message stays under the budget."""
+    out = list(blocks)[: MAX_BLOCKS - 1]
+    for block in optional:
+        if len(out) + 1 >= MAX_BLOCKS or _size([*out, block]) > MAX_TOTAL:
+            continue
+        out.append(block)
+    while _size(out) > MAX_TOTAL and len(out) > 2:
+        out.pop()
+    out.append(actions)
+    return out
+
+
+def evidence_text(d: Diagnosis) -> str:
+    """Plain text of all the evidence (for a file in the thread); log text is not escaped here."""
+    out = [f"{d.headline}", ""]
+    if d.initiating is not None:
+        ev = d.initiating
+        out.append(
+            f"Initiating line: {ev.file}:{ev.line} rank={ev.rank} host={ev.host} time={ev.time}"
+        )
+        out.extend(f"  {line}" for line in ev.before)
+        out.append(f"> {ev.text}")
+        out.extend(f"  {line}" for line in ev.after)
+        out.append("")
+    for g in d.downstream:
+        out.append(f"Downstream: {downstream_line(g)}; ranks {list(g.ranks)}")
+        out.append(f"  first at {g.first.file}:{g.first.line}: {g.first.text}")
+    if d.why:
+        out.append("")
+        out.append("Why this line:")
+        out.extend(f"  - {w}" for w in d.why)
+    if d.environment:
+        out.append("")
+        out.append("Environment:")
+        out.extend(f"  {k}: {v}" for k, v in sorted(d.environment.items()))
+    return "\n".join(out) + "\n"
+
+
+def render_evidence(d: Diagnosis) -> RenderedMessage:
+    """The "Show evidence" answer: wider context, downstream first lines, and why this line won."""
+    blocks: list[dict[str, Any]] = [_header("Evidence")]
+    ev = d.initiating
+    if ev is not None:
+        blocks.append(
+            _code_section(f"*Initiating line* — {where(ev)}", [*ev.before, ev.text, *ev.after])
+        )
+    for g in d.downstream[:10]:
+        ranks = ", ".join(str(r) for r in g.ranks[:20]) + (" …" if len(g.ranks) > 20 else "")
+        title = f"*{downstream_line(g)}*" + (f" (ranks {ranks})" if ranks else "")
+        blocks.append(_code_section(f"{title} — first at {where(g.first)}", [g.first.text]))
+    if d.why:
+        blocks.append(_section("*Why this line*\n" + _bullets(escape(w) for w in d.why)))
+    if d.environment:
+        env = _bullets(f"{escape(k)}: `{escape(v)}`" for k, v in sorted(d.environment.items()))
+        blocks.append(_section("*Environment*\n" + env))
+    if len(blocks) == 1:
+        blocks.append(_section("No evidence lines were kept for this diagnosis."))
+    blocks = _fit(blocks[: MAX_BLOCKS - 1], [], _context("Log text is redacted before storage."))
+    return RenderedMessage(
+        text=f"Evidence for: {escape(d.headline)}", blocks=blocks, file_text=evidence_text(d)
+    )
+
+
+def render_error(reason: str) -> RenderedMessage:
+    """A clear reply for a job that could not be diagnosed (too big, binary, timed out...)."""
+    text = escape(clip(reason.strip() or "Something went wrong.", MAX_SECTION - 40))
+    return RenderedMessage(
+        text=f"Could not diagnose this: {text}",
+        blocks=[_section(f":warning: *Could not diagnose this.* {text}")],
+    )
+
+
+def render_parent(header: str) -> RenderedMessage:
+    """The parent message a thread hangs from (slash commands, webhooks)."""
+    text = escape(clip(header.strip() or "Denpex diagnosis", MAX_SECTION))
+    return RenderedMessage(text=text, blocks=[_section(f":mag: {text}")])
+
+
+def render_headline(d: Diagnosis, header: str | None = None) -> RenderedMessage:
+    """A parent message updated with the diagnosis headline (chat.update; text stays < 4,000)."""
+    head = _headline(d)
+    prefix = f"{escape(clip(header, 1000))} — " if header else ""
+    text = clip(f"{prefix}{head}", 3900)
+    return RenderedMessage(text=text, blocks=[_section(f":mag: {text}")])
+
+
+def render_text(text: str, *, escaped: bool = False) -> RenderedMessage:
+    """A plain answer in one section (follow-up answers, help, listings)."""
+    body = text if escaped else escape(text)
+    chunks = [body[i : i + MAX_SECTION] for i in range(0, len(body), MAX_SECTION)][:MAX_BLOCKS]
+    return RenderedMessage(
+        text=clip(body, MAX_FALLBACK), blocks=[_section(c) for c in chunks] or [_section(" ")]
+    )
+
+
+def render_choices(prompt: str, choices: Sequence[tuple[str, str]]) -> RenderedMessage:
+    """A prompt with one button per (label, value); used when a question could not be mapped."""
+    blocks: list[dict[str, Any]] = [_section(escape(prompt))]
+    for start in range(0, len(choices), 5):
+        chunk = choices[start : start + 5]
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {**button(label, ACTION_ASK, value), "action_id": f"{ACTION_ASK}_{start + i}"}
+                    for i, (label, value) in enumerate(chunk)
+                ],
+            }
+        )
+    labels = ", ".join(label for label, _ in choices)
+    return RenderedMessage(
+        text=clip(f"{escape(prompt)} {escape(labels)}", MAX_FALLBACK), blocks=blocks[:MAX_BLOCKS]
+    )
