@@ -1,0 +1,42 @@
+"""One way to get a Redis client: a real server from ``REDIS_URL``, or an in-process fakeredis."""
+
+from __future__ import annotations
+
+import fakeredis
+import redis.asyncio as aioredis
+
+# Reply shapes change with the protocol (RESP3 nests stream replies one level deeper), and
+# fakeredis ignores ``legacy_responses``: pin RESP2 so the parsers in bot/queue.py see one shape.
+PROTOCOL = 2
+# Blocking reads must end well before the socket times out (redis-py raises TimeoutError).
+SOCKET_TIMEOUT_S = 30.0
+MAX_BLOCK_MS = 5_000
+
+_embedded_server: fakeredis.FakeServer | None = None
+
+
+def embedded_server() -> fakeredis.FakeServer:
+    """The in-process server shared by every embedded client of this process."""
+    global _embedded_server
+    if _embedded_server is None:
+        _embedded_server = fakeredis.FakeServer()
+    return _embedded_server
+
+
+async def connect(url: str | None, *, server: fakeredis.FakeServer | None = None) -> aioredis.Redis:
+    """A client for ``url``; without one, a fakeredis client on ``server`` (default: shared)."""
+    if url:
+        client = aioredis.Redis.from_url(
+            url,
+            decode_responses=True,
+            protocol=PROTOCOL,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=5.0,
+            health_check_interval=30,
+        )
+        await client.ping()
+        return client
+    fake: aioredis.Redis = fakeredis.FakeAsyncRedis(
+        server=server or embedded_server(), decode_responses=True, protocol=PROTOCOL
+    )
+    return fake
