@@ -1,0 +1,153 @@
+"""Every setting, read once from the environment into one frozen dataclass.
+
+This is the only module that reads ``os.environ``. A missing or malformed setting raises
+``SettingsError`` naming it, so start-up stops with one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import TypeVar
+from urllib.parse import urlparse
+
+T = TypeVar("T")
+
+SECRET_FIELDS = frozenset(
+    {"slack_bot_token", "slack_signing_secret", "slack_app_token", "webhook_secret", "redis_url"}
+)
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    slack_bot_token: str = field(repr=False)
+    slack_signing_secret: str = field(repr=False)
+    slack_api_url: str = "https://slack.com/api/"
+    slack_app_token: str | None = field(default=None, repr=False)
+    redis_url: str | None = field(default=None, repr=False)
+    host: str = "0.0.0.0"
+    port: int = 3000
+    channel_allowlist: frozenset[str] = frozenset()  # empty: every channel the bot is in
+    max_log_bytes: int = 200 * 1024 * 1024
+    job_timeout_s: float = 120.0
+    webhook_secret: str | None = field(default=None, repr=False)
+    default_channel: str | None = None
+    routing_file: str | None = None
+    log_url_allowlist: tuple[str, ...] = ()
+    webhook_rate: float = 5.0  # requests per second per source
+    retention_days: int = 30
+    workers: int = 1
+
+    @property
+    def socket_mode(self) -> bool:
+        """Socket Mode when an app-level token is set; HTTP otherwise."""
+        return bool(self.slack_app_token)
+
+    def channel_allowed(self, channel: str | None) -> bool:
+        """True when files dropped in ``channel`` should be diagnosed."""
+        return not self.channel_allowlist or (channel or "") in self.channel_allowlist
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in SECRET_FIELDS:
+                value = "***" if value else None
+            shown.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
+
+
+def _parse(env: Mapping[str, str], name: str, convert: Callable[[str], T], default: T) -> T:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return convert(raw)
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(f"{name} is malformed: {exc}") from None
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise SettingsError(f"{name} is missing: set it in the environment")
+    return value
+
+
+def _positive_int(raw: str) -> int:
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(f"expected a positive integer, got {raw!r}")
+    return value
+
+
+def _positive_float(raw: str) -> float:
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(f"expected a positive number, got {raw!r}")
+    return value
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 < value < 65536:
+        raise ValueError(f"expected a port between 1 and 65535, got {raw!r}")
+    return value
+
+
+def _http_url(raw: str) -> str:
+    parsed = urlparse(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"expected an http(s) URL, got {raw!r}")
+    return raw if raw.endswith("/") else raw + "/"
+
+
+def _redis_url(raw: str) -> str:
+    if urlparse(raw).scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("expected a redis://, rediss:// or unix:// URL")
+    return raw
+
+
+def _csv(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _prefixed(prefix: str, name: str, value: str) -> str:
+    if not value.startswith(prefix):
+        raise SettingsError(f"{name} is malformed: expected a token starting with {prefix!r}")
+    return value
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Read every setting from ``env`` (default: ``os.environ``); raise ``SettingsError``."""
+    env = os.environ if env is None else env
+    app_token = env.get("SLACK_APP_TOKEN", "").strip() or None
+    return Settings(
+        slack_bot_token=_prefixed("xoxb-", "SLACK_BOT_TOKEN", _required(env, "SLACK_BOT_TOKEN")),
+        # Socket Mode needs no signing secret (Slack signs nothing on the socket).
+        slack_signing_secret=(
+            env.get("SLACK_SIGNING_SECRET", "").strip()
+            if app_token
+            else _required(env, "SLACK_SIGNING_SECRET")
+        ),
+        slack_api_url=_parse(env, "SLACK_API_URL", _http_url, "https://slack.com/api/"),
+        slack_app_token=_prefixed("xapp-", "SLACK_APP_TOKEN", app_token) if app_token else None,
+        redis_url=_parse(env, "REDIS_URL", _redis_url, None),
+        host=env.get("HOST", "").strip() or "0.0.0.0",
+        port=_parse(env, "PORT", _port, 3000),
+        channel_allowlist=frozenset(_parse(env, "DENPEX_CHANNEL_ALLOWLIST", _csv, ())),
+        max_log_bytes=_parse(env, "DENPEX_MAX_LOG_BYTES", _positive_int, 200 * 1024 * 1024),
+        job_timeout_s=_parse(env, "DENPEX_JOB_TIMEOUT_S", _positive_float, 120.0),
+        webhook_secret=env.get("DENPEX_WEBHOOK_SECRET", "").strip() or None,
+        default_channel=env.get("DENPEX_DEFAULT_CHANNEL", "").strip() or None,
+        routing_file=env.get("DENPEX_ROUTING_FILE", "").strip() or None,
+        log_url_allowlist=_parse(env, "DENPEX_LOG_URL_ALLOWLIST", _csv, ()),
+        webhook_rate=_parse(env, "DENPEX_WEBHOOK_RATE", _positive_float, 5.0),
+        retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
+        workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
+    )
