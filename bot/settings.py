@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 
 T = TypeVar("T")
 
+NONE: tuple[str, ...] = ()
+
 SECRET_FIELDS = frozenset(
     {"slack_bot_token", "slack_signing_secret", "slack_app_token", "webhook_secret", "redis_url"}
 )
@@ -140,13 +142,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         redis_url=_parse(env, "REDIS_URL", _redis_url, None),
         host=env.get("HOST", "").strip() or "0.0.0.0",
         port=_parse(env, "PORT", _port, 3000),
-        channel_allowlist=frozenset(_parse(env, "DENPEX_CHANNEL_ALLOWLIST", _csv, ())),
+        channel_allowlist=frozenset(_parse(env, "DENPEX_CHANNEL_ALLOWLIST", _csv, NONE)),
         max_log_bytes=_parse(env, "DENPEX_MAX_LOG_BYTES", _positive_int, 200 * 1024 * 1024),
         job_timeout_s=_parse(env, "DENPEX_JOB_TIMEOUT_S", _positive_float, 120.0),
         webhook_secret=env.get("DENPEX_WEBHOOK_SECRET", "").strip() or None,
         default_channel=env.get("DENPEX_DEFAULT_CHANNEL", "").strip() or None,
         routing_file=env.get("DENPEX_ROUTING_FILE", "").strip() or None,
-        log_url_allowlist=_parse(env, "DENPEX_LOG_URL_ALLOWLIST", _csv, ()),
+        log_url_allowlist=_parse(env, "DENPEX_LOG_URL_ALLOWLIST", _csv, NONE),
         webhook_rate=_parse(env, "DENPEX_WEBHOOK_RATE", _positive_float, 5.0),
         retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
         workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
