@@ -42,6 +42,8 @@ class Settings:
     routing_file: str | None = None
     log_url_allowlist: tuple[str, ...] = ()
     webhook_rate: float = 5.0  # requests per second per source
+    webhook_burst: int = 20  # requests a source may send at once before the rate applies
+    webhook_max_bytes: int = 32 * 1024 * 1024  # largest webhook body (an inline log)
     retention_days: int = 30
     workers: int = 1
 
@@ -150,6 +152,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         routing_file=env.get("DENPEX_ROUTING_FILE", "").strip() or None,
         log_url_allowlist=_parse(env, "DENPEX_LOG_URL_ALLOWLIST", _csv, NONE),
         webhook_rate=_parse(env, "DENPEX_WEBHOOK_RATE", _positive_float, 5.0),
+        webhook_burst=_parse(env, "DENPEX_WEBHOOK_BURST", _positive_int, 20),
+        webhook_max_bytes=_parse(env, "DENPEX_WEBHOOK_MAX_BYTES", _positive_int, 32 * 1024 * 1024),
         retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
         workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
     )
