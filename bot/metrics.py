@@ -1,0 +1,166 @@
+"""Prometheus metrics in a registry of our own, a tiny API to record them, and ``GET /metrics``.
+
+Call sites stay one line: ``metrics.job_enqueued("webhook")``. Labels are bounded sets (job
+sources, signature ids from the library, Slack method names), never user text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+JOBS_ENQUEUED = Counter(
+    "denpex_jobs_enqueued", "Jobs put on the queue, by source.", ["source"], registry=REGISTRY
+)
+JOBS_DUPLICATE = Counter(
+    "denpex_jobs_duplicate",
+    "Jobs refused as already seen, by source.",
+    ["source"],
+    registry=REGISTRY,
+)
+JOBS_COMPLETED = Counter(
+    "denpex_jobs_completed", "Jobs answered in Slack, by source.", ["source"], registry=REGISTRY
+)
+JOBS_FAILED = Counter(
+    "denpex_jobs_failed", "Job attempts that raised, by source.", ["source"], registry=REGISTRY
+)
+JOBS_DEAD_LETTERED = Counter(
+    "denpex_jobs_dead_lettered",
+    "Jobs moved to the dead-letter stream, by source.",
+    ["source"],
+    registry=REGISTRY,
+)
+QUEUE_LAG = Gauge(
+    "denpex_queue_lag",
+    "Entries in the job stream not yet delivered to the worker group.",
+    registry=REGISTRY,
+)
+QUEUE_PENDING = Gauge(
+    "denpex_queue_pending",
+    "Entries delivered to a worker and not yet acknowledged.",
+    registry=REGISTRY,
+)
+EVENT_TO_POST = Histogram(
+    "denpex_event_to_post_seconds",
+    "Time from the event (Slack event, webhook) to the diagnosis posted, by source.",
+    ["source"],
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600),
+    registry=REGISTRY,
+)
+DIAGNOSES = Counter(
+    "denpex_diagnoses",
+    "Diagnoses made, by signature id and status.",
+    ["signature", "status"],
+    registry=REGISTRY,
+)
+SLACK_ERRORS = Counter(
+    "denpex_slack_api_errors",
+    "Slack Web API calls that failed, by method and error.",
+    ["method", "error"],
+    registry=REGISTRY,
+)
+SLACK_RETRIES = Counter(
+    "denpex_slack_api_retries",
+    "Slack Web API calls retried, by reason.",
+    ["reason"],
+    registry=REGISTRY,
+)
+WEBHOOK_REQUESTS = Counter(
+    "denpex_webhook_requests",
+    "Job-failure webhook requests, by HTTP status.",
+    ["status"],
+    registry=REGISTRY,
+)
+
+# Set by the app factory: reads (lag, pending) from Redis when /metrics is scraped.
+QueueProbe = Callable[[], Awaitable[tuple[int | None, int | None]]]
+
+
+def job_enqueued(source: str) -> None:
+    """Count a job put on the queue."""
+    JOBS_ENQUEUED.labels(source).inc()
+
+
+def job_duplicate(source: str) -> None:
+    """Count a job refused because its dedupe key was seen."""
+    JOBS_DUPLICATE.labels(source).inc()
+
+
+def job_completed(source: str, seconds_since_event: float | None = None) -> None:
+    """Count a job answered in Slack, and how long it took since its event."""
+    JOBS_COMPLETED.labels(source).inc()
+    if seconds_since_event is not None and seconds_since_event >= 0:
+        EVENT_TO_POST.labels(source).observe(seconds_since_event)
+
+
+def job_failed(source: str) -> None:
+    """Count a job attempt that raised (it may be retried)."""
+    JOBS_FAILED.labels(source).inc()
+
+
+def job_dead_lettered(source: str) -> None:
+    """Count a job moved to the dead-letter stream."""
+    JOBS_DEAD_LETTERED.labels(source).inc()
+
+
+def diagnosis_made(signature: str | None, status: str) -> None:
+    """Count a diagnosis by its signature id (``none`` when unrecognized or clean)."""
+    DIAGNOSES.labels(signature or "none", status).inc()
+
+
+def slack_error(method: str, error: str) -> None:
+    """Count a failed Slack Web API call (``error`` is Slack's error code or the HTTP status)."""
+    SLACK_ERRORS.labels(method, error).inc()
+
+
+def slack_retry(reason: str) -> None:
+    """Count a Slack Web API retry (``rate_limited``, ``server_error``, ``connection``)."""
+    SLACK_RETRIES.labels(reason).inc()
+
+
+def queue_depth(lag: int | None, pending: int | None) -> None:
+    """Record the queue's lag and pending entries (None: unknown, left as it was)."""
+    if lag is not None:
+        QUEUE_LAG.set(lag)
+    if pending is not None:
+        QUEUE_PENDING.set(pending)
+
+
+def render() -> bytes:
+    """The registry in Prometheus text format."""
+    return generate_latest(REGISTRY)
+
+
+def make_handler(
+    probe: QueueProbe | None = None,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A ``GET /metrics`` handler; ``probe`` refreshes the queue gauges at each scrape."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        if probe is not None:
+            try:
+                queue_depth(*await probe())
+            except Exception:  # a Redis outage must not hide the other metrics
+                QUEUE_LAG.set(float("nan"))
+        response = web.Response(body=render())
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        response.charset = "utf-8"
+        return response
+
+    return metrics
+
+
+def mount(app: web.Application, probe: QueueProbe | None = None) -> None:
+    """Add ``GET /metrics`` to ``app``."""
+    app.router.add_get("/metrics", make_handler(probe))
