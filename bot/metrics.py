@@ -129,6 +129,11 @@ def slack_retry(reason: str) -> None:
     SLACK_RETRIES.labels(reason).inc()
 
 
+def webhook_answered(status: int) -> None:
+    """Count a job-failure webhook answer by HTTP status."""
+    WEBHOOK_REQUESTS.labels(str(status)).inc()
+
+
 def queue_depth(lag: int | None, pending: int | None) -> None:
     """Record the queue's lag and pending entries (None: unknown, left as it was)."""
     if lag is not None:

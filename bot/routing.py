@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from bot import metrics
 from bot.keys import Keys
 from bot.remote_logs import RemoteLogError, fetcher_from_settings
 from bot.settings import Settings
@@ -161,6 +162,7 @@ def mount_webhook(app: web.Application, settings: Settings, *, queue: Any, redis
             cluster=cluster, job_name=job_name, user=user
         ),
         check_log_url=check_log_url,
+        on_answer=metrics.webhook_answered,
     )
     limiter = TokenBucket(
         redis, rate=settings.webhook_rate, burst=settings.webhook_burst, prefix=RATE_PREFIX

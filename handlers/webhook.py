@@ -58,6 +58,8 @@ class WebhookConfig:
     route: Callable[[str | None, str | None, str | None], str | None]
     # Raises ValueError with a user-facing reason when a log_url may not be fetched.
     check_log_url: Callable[[str], object] | None = None
+    # Told each answer's status (for metrics); must not raise.
+    on_answer: Callable[[int], None] | None = None
     clock: Callable[[], float] = field(default=time.time)
 
 
@@ -92,6 +94,12 @@ def _handler(
     queue: Enqueuer, config: WebhookConfig, limiter: Limiter
 ) -> Callable[[web.Request], Any]:
     async def job_failure(request: web.Request) -> web.Response:
+        response = await answer(request)
+        if config.on_answer is not None:
+            config.on_answer(response.status)
+        return response
+
+    async def answer(request: web.Request) -> web.Response:
         if not config.secrets:
             return _error(503, "the webhook is disabled: DENPEX_WEBHOOK_SECRET is not set")
         declared = request.content_length
@@ -112,7 +120,11 @@ def _handler(
             job, job_id = _job_from_body(body, config)
         except BadRequest as exc:
             return _error(400, str(exc))
-        fresh = await queue.enqueue(job)
+        try:
+            fresh = await queue.enqueue(job)
+        except Exception as exc:  # a full queue or Redis away: the sender should retry later
+            log.warning("webhook job %s not queued: %s", job_id, exc)
+            return _error(503, "the report could not be queued; retry later", retry_after=True)
         log.info("webhook job %s %s", job_id, "enqueued" if fresh else "duplicate")
         return web.json_response({"job": job_id, "duplicate": not fresh}, status=202)
 
