@@ -547,9 +547,9 @@ def megatron(rng: random.Random) -> str:
                       ("optimizer-clip-main-grad", 6.2), ("optimizer-count-zeros", 0.0), ("optimizer-inner-step", 11.4),
                       ("optimizer-copy-main-to-model-params", 3.9), ("optimizer", 38.6)]
             out(0, now + 0.02, "(min, max) time across ranks (ms):")
-            for k, (name, base) in enumerate(timers):
+            for j, (name, base) in enumerate(timers):
                 lo = base * (1 + rng.random() * 0.01)
-                out(0, now + 0.02 + k * 1e-5, f"    {name} {'.' * (48 - len(name))}: ({lo:.2f}, {lo * (1 + rng.random() * 0.03):.2f})")
+                out(0, now + 0.02 + j * 1e-5, f"    {name} {'.' * (48 - len(name))}: ({lo:.2f}, {lo * (1 + rng.random() * 0.03):.2f})")
         if it % 1000 == 0:
             out(last, now + 20, "-" * 109)
             out(last, now + 20, f" validation loss at iteration {it} | lm loss value: {loss + 0.05:.6E} | lm loss PPL: {2.718281828 ** (loss + 0.05):.6E} | ")
@@ -709,12 +709,14 @@ def deepspeed(rng: random.Random) -> str:
 # ---------------------------------------------------------------- plain DDP under torchrun, [rankN]:
 
 
-def torchrun_ddp(rng: random.Random, *, benign: bool = True, steps: int = 3000, nodes: int = 2) -> str:
+def torchrun_ddp(
+    rng: random.Random, *, benign: bool = True, steps: int = 3000, nodes: int = 2, finish: bool = True
+) -> str:
     """A custom DDP training loop under torchrun; rank output carries the [rankN]: prefix.
 
     ``benign=False`` leaves out the warnings that benign signatures name (IPv6 fallback,
     tokenizers fork), so the text can be placed in front of a failure excerpt without
-    offering a competing line.
+    offering a competing line; ``finish=False`` stops mid-run, before the success lines.
     """
     log = Log(datetime(2024, 11, 4, 7, 30, 12, 5000, tzinfo=UTC))
     local_n = 8
@@ -792,6 +794,8 @@ def torchrun_ddp(rng: random.Random, *, benign: bool = True, steps: int = 3000, 
         if step % 500 == 0:
             say(0, now + 0.3, f"{py_time(log.when(now + 0.3))} - INFO - checkpoint - saving step {step} to /ckpt/gpt2m/step_{step:06d}.pt")
             say(0, now + 4.3, f"{py_time(log.when(now + 4.3))} - INFO - checkpoint - saved /ckpt/gpt2m/step_{step:06d}.pt (1.42 GB) in 4.0 s")
+    if not finish:
+        return log.render()
     end = t + steps * per_step + 5
     say(0, end, f"{py_time(log.when(end))} - INFO - train - Training completed: {steps} steps in {clock(steps * per_step)}, final loss {loss:.4f}, 0 errors")
     for r in range(nranks):
@@ -812,10 +816,15 @@ LOGS: dict[str, Callable[[random.Random], str]] = {
 }
 
 
+def render(name: str) -> str:
+    """The text of one healthy log; each log has its own fixed seed."""
+    return LOGS[name](random.Random(20240514 + sorted(LOGS).index(name)))
+
+
 def main() -> None:
     """Regenerate every healthy log in this folder."""
-    for i, (name, make) in enumerate(sorted(LOGS.items())):
-        text = make(random.Random(20240514 + i))
+    for name in sorted(LOGS):
+        text = render(name)
         (HERE / name).write_text(text, encoding="utf-8", newline="")
         print(f"{name}: {text.count(chr(10))} lines, {len(text.encode()):,} bytes")
 
