@@ -1,0 +1,231 @@
+"""Reading one text: scan chunks in C, then do per-line work only on the lines that matched.
+
+Line numbers come from counting newlines with ``bytes.count``; context comes from the chunk
+itself and from the tails of its neighbours (one chunk of look-ahead), so memory stays bounded
+by a few chunks whatever the file's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from signatures.environment import read_fact
+from signatures.library import Kind, Library, Matcher
+from signatures.lines import LineFacts, rank_from_name, unwrap
+from signatures.tracebacks import TracebackView, is_advice, read_traceback
+
+BEFORE_LINES = 60  # enough to walk a traceback back to its header
+AFTER_LINES = 12
+MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
+CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
+
+
+@dataclass
+class Hit:
+    """A verified match of one pattern on one line."""
+
+    matcher: Matcher
+    file_index: int
+    file: str
+    line: int
+    text: str
+    facts: LineFacts
+    groups: dict[str, str]
+    view: TracebackView
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+    @property
+    def rank(self) -> int | None:
+        for key in ("rank", "local_rank"):
+            value = self.groups.get(key)
+            if value is not None and value.isdigit():
+                return int(value)
+        return self.facts.rank
+
+    @property
+    def host(self) -> str | None:
+        return self.groups.get("host") or self.facts.host
+
+
+@dataclass
+class TextScan:
+    """What one text held: its hits, size and environment facts."""
+
+    name: str
+    file_index: int
+    lines: int = 0
+    bytes: int = 0
+    hits: list[Hit] = field(default_factory=list)
+    counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
+    facts: dict[str, str] = field(default_factory=dict)
+
+
+def read_text(
+    library: Library, name: str, file_index: int, chunks: Iterator[bytes]
+) -> TextScan:
+    """Scan one text's chunks and return its verified hits."""
+    result = TextScan(name=name, file_index=file_index)
+    default_rank = rank_from_name(name)
+    scanner = library.scanner
+    matchers = library.matchers
+    located: dict[int, int] = {}
+    kept_context: dict[int, int] = {}
+    done_facts: set[str] = set()
+    prev_tail: list[bytes] = []
+    base = 0  # lines before the current chunk
+
+    window = _lookahead(chunks)
+    for chunk, next_chunk in window:
+        result.bytes += len(chunk)
+        ids = scanner.scan(chunk)
+        if ids:
+            by_line: dict[int, list[Matcher]] = {}
+            for pid in ids:
+                matcher = matchers[pid]
+                if located.get(pid, 0) >= matcher.cap:
+                    continue
+                if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
+                    continue
+                for m in matcher.locate.finditer(chunk):
+                    start = chunk.rfind(b"\n", 0, m.start()) + 1
+                    entries = by_line.setdefault(start, [])
+                    if matcher not in entries:
+                        entries.append(matcher)
+                        located[pid] = located.get(pid, 0) + 1
+                        if located[pid] >= matcher.cap:
+                            break
+            counted_to, line_no = 0, base
+            for start in sorted(by_line):
+                line_no += chunk.count(b"\n", counted_to, start)
+                counted_to = start
+                _record_line(
+                    result, library, chunk, start, line_no + 1, by_line[start], prev_tail, next_chunk,
+                    default_rank, kept_context, done_facts,
+                )
+        newlines = chunk.count(b"\n")
+        base += newlines
+        prev_tail = _tail_lines(chunk, BEFORE_LINES)
+    result.lines = base
+    return result
+
+
+def _lookahead(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    current = next(chunks, None)
+    while current is not None:
+        following = next(chunks, None)
+        yield current, following or b""
+        current = following
+
+
+def _record_line(
+    result: TextScan,
+    library: Library,
+    chunk: bytes,
+    start: int,
+    line_no: int,
+    candidates: list[Matcher],
+    prev_tail: list[bytes],
+    next_chunk: bytes,
+    default_rank: int | None,
+    kept_context: dict[int, int],
+    done_facts: set[str],
+) -> None:
+    end = chunk.find(b"\n", start)
+    raw = chunk[start : end if end >= 0 else len(chunk)].decode("utf-8", "replace").rstrip("\r")
+    segments = [s for s in raw.split("\r") if s.strip()] or [raw]
+    before_lines: list[str] | None = None
+    for matcher in candidates:
+        for segment in reversed(segments):
+            facts = unwrap(segment)
+            m = matcher.verify.search(facts.message)
+            if m is None:
+                continue
+            if any(x.search(facts.message) for x in matcher.excludes):
+                break
+            if matcher.kind is Kind.FACT:
+                assert matcher.fact is not None
+                value = read_fact(matcher.fact, facts.message)
+                if value and matcher.fact.key not in result.facts:
+                    result.facts[matcher.fact.key] = value
+                    done_facts.add(matcher.fact.key)
+                break
+            if is_advice(facts.message):
+                break
+            if before_lines is None:
+                before_lines = _lines_before(chunk, start, prev_tail)
+            view = read_traceback(facts.message, before_lines)
+            if view.echo or view.frame:
+                break
+            if facts.rank is None and default_rank is not None:
+                facts = LineFacts(facts.message, default_rank, facts.host, facts.time)
+            result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
+            text = raw if len(raw) <= MAX_TEXT else segment[:MAX_TEXT]
+            hit = Hit(
+                matcher=matcher,
+                file_index=result.file_index,
+                file=result.name,
+                line=line_no,
+                text=text,
+                facts=facts,
+                groups={k: v for k, v in m.groupdict().items() if v is not None},
+                view=view,
+            )
+            if kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE:
+                kept_context[matcher.pid] = kept_context.get(matcher.pid, 0) + 1
+                hit.before = tuple(_short(x) for x in before_lines[-AFTER_LINES:])
+                hit.after = tuple(_short(x) for x in _lines_after(chunk, end, next_chunk))
+                if view.assert_offset is not None:
+                    hit.before = tuple(_short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset):])
+            result.hits.append(hit)
+            break
+
+
+def _short(line: str) -> str:
+    return line if len(line) <= 500 else line[:500] + " …"
+
+
+def _lines_before(chunk: bytes, start: int, prev_tail: list[bytes]) -> list[str]:
+    """Up to BEFORE_LINES raw lines above ``start``, oldest first, crossing into the previous chunk."""
+    out: list[bytes] = []
+    pos = start - 1  # the newline ending the previous line
+    while len(out) < BEFORE_LINES and pos > 0:
+        begin = chunk.rfind(b"\n", 0, pos) + 1
+        out.append(chunk[begin:pos])
+        pos = begin - 1
+    if pos == 0 and len(out) < BEFORE_LINES:
+        out.append(b"")  # the chunk started with an empty line
+    if len(out) < BEFORE_LINES and pos < 0:
+        out.extend(reversed(prev_tail[-(BEFORE_LINES - len(out)) :]))
+    out.reverse()
+    return [x.decode("utf-8", "replace").rstrip("\r") for x in out]
+
+
+def _lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
+    out: list[bytes] = []
+    pos = end + 1 if end >= 0 else len(chunk)
+    source = chunk
+    while len(out) < AFTER_LINES:
+        if pos >= len(source):
+            if source is next_chunk or not next_chunk:
+                break
+            source, pos = next_chunk, 0
+            continue
+        stop = source.find(b"\n", pos)
+        if stop < 0:
+            stop = len(source)
+        out.append(source[pos:stop])
+        pos = stop + 1
+    return [x.decode("utf-8", "replace").rstrip("\r") for x in out]
+
+
+def _tail_lines(chunk: bytes, n: int) -> list[bytes]:
+    lines: list[bytes] = []
+    pos = len(chunk) - 1 if chunk.endswith(b"\n") else len(chunk)
+    while len(lines) < n and pos > 0:
+        begin = chunk.rfind(b"\n", 0, pos) + 1
+        lines.append(chunk[begin:pos])
+        pos = begin - 1
+    lines.reverse()
+    return lines

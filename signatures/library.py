@@ -1,0 +1,148 @@
+"""The compiled library: every fingerprint of every signature, plus the engine's own patterns,
+as one multi-pattern scanner and one per-line verifier per pattern.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from signatures.environment import FACTS, FactPattern
+from signatures.patterns import literal_to_regex, scan_form
+from signatures.scan import ScanCompileError, ScanPattern, Scanner, make_scanner
+from signatures.spec import Fingerprint, Problem, Signature, SignatureError, load_signatures
+
+
+class Kind(StrEnum):
+    SIGNATURE = "signature"
+    EXCEPTION = "exception"  # a Python exception line no signature claims
+    FATAL = "fatal"  # a process-level fatal line (segfault, abort) no signature claims
+    FACT = "fact"  # an environment fact
+
+
+# The engine's own patterns: what an error looks like when no signature knows it.
+_EXCEPTION_SCAN = r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+_EXCEPTION_VERIFY = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
+)
+_FATAL_SCAN = (
+    r"Segmentation fault|core dumped|terminate called after throwing|Fatal Python error"
+    r"|Bus error|Illegal instruction|Floating point exception"
+)
+_FATAL_VERIFY = re.compile(_FATAL_SCAN)
+
+# How many verified hits of one pattern one text records before it stops locating more.
+CAP_SIGNATURE = 4096
+CAP_BENIGN = 64
+CAP_GENERIC = 512
+
+
+@dataclass(frozen=True)
+class Matcher:
+    pid: int
+    kind: Kind
+    signature: Signature | None
+    verify: re.Pattern[str]
+    locate: re.Pattern[bytes]
+    excludes: tuple[re.Pattern[str], ...]
+    cap: int
+    fact: FactPattern | None = None
+
+
+@dataclass(frozen=True)
+class FrameRule:
+    signature: Signature
+    pattern: re.Pattern[str]
+
+
+def _verify_regex(fp: Fingerprint) -> re.Pattern[str]:
+    flags = re.IGNORECASE if fp.ignore_case else 0
+    if fp.literal is not None:
+        return re.compile(literal_to_regex(fp.literal), flags)
+    assert fp.regex is not None
+    return re.compile(fp.regex, flags)
+
+
+def _scan_regex(fp: Fingerprint) -> str:
+    if fp.literal is not None:
+        return literal_to_regex(fp.literal)
+    assert fp.regex is not None
+    return scan_form(fp.regex)
+
+
+def _locate(regex: str, ignore_case: bool) -> re.Pattern[bytes]:
+    return re.compile(regex.encode("utf-8"), re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+
+
+class Library:
+    """Signatures compiled for scanning. Build once per process; reuse for every diagnosis."""
+
+    def __init__(self, signatures: Sequence[Signature], *, backend: str | None = None) -> None:
+        self.signatures = list(signatures)
+        self.by_id = {s.id: s for s in self.signatures}
+        self.backend = backend
+        matchers: list[Matcher] = []
+        scan_patterns: list[ScanPattern] = []
+        owners: list[tuple[str, str]] = []  # (file, field) of each pattern, for errors
+
+        def add(kind: Kind, sig: Signature | None, scan: str, verify: re.Pattern[str], ignore_case: bool,
+                excludes: tuple[re.Pattern[str], ...], cap: int, owner: tuple[str, str],
+                fact: FactPattern | None = None) -> None:
+            pid = len(matchers)
+            matchers.append(Matcher(pid, kind, sig, verify, _locate(scan, ignore_case), excludes, cap, fact))
+            scan_patterns.append(ScanPattern(pid, scan, ignore_case))
+            owners.append(owner)
+
+        for sig in self.signatures:
+            excludes = tuple(_verify_regex(fp) for fp in sig.excludes)
+            cap = CAP_BENIGN if sig.role.value == "benign" else CAP_SIGNATURE
+            for i, fp in enumerate(sig.fingerprints):
+                add(Kind.SIGNATURE, sig, _scan_regex(fp), _verify_regex(fp), fp.ignore_case, excludes,
+                    cap, (sig.path, f"fingerprints[{i}]"))
+        add(Kind.EXCEPTION, None, _EXCEPTION_SCAN, _EXCEPTION_VERIFY, False, (), CAP_GENERIC,
+            ("(engine)", "exception"))
+        add(Kind.FATAL, None, _FATAL_SCAN, _FATAL_VERIFY, False, (), CAP_GENERIC, ("(engine)", "fatal"))
+        for fact in FACTS:
+            add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"),
+                fact)
+        self.matchers = matchers
+        self.scan_patterns = scan_patterns
+        self._owners = owners
+        self.frame_rules = [
+            FrameRule(sig, re.compile(rx)) for sig in self.signatures for rx in sig.traceback_frames
+        ]
+        self._scanner: Scanner | None = None
+
+    @classmethod
+    def load(cls, root: Path | None = None, *, backend: str | None = None) -> Library:
+        """Load, validate and compile; every problem is reported at once as a SignatureError."""
+        library = cls(load_signatures(root), backend=backend)
+        library.compile()
+        return library
+
+    @property
+    def scanner(self) -> Scanner:
+        if self._scanner is None:
+            self.compile()
+        assert self._scanner is not None
+        return self._scanner
+
+    def compile(self) -> None:
+        """Build the multi-pattern scanner; patterns the backend refuses become SignatureErrors."""
+        try:
+            self._scanner = make_scanner(self.scan_patterns, self.backend)
+        except ScanCompileError as exc:
+            raise SignatureError(self._backend_problems(exc)) from None
+
+    def _backend_problems(self, first: ScanCompileError) -> list[Problem]:
+        # Find every pattern the backend refuses by compiling them one at a time (error path only).
+        problems = []
+        for pattern, (file, field) in zip(self.scan_patterns, self._owners, strict=True):
+            try:
+                make_scanner([pattern], self.backend)
+            except ScanCompileError as exc:
+                problems.append(Problem(file, field, exc.reason))
+        return problems or [Problem("(library)", "(scanner)", first.reason)]

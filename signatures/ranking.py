@@ -1,0 +1,162 @@
+"""The rules that pick the initiating failure, in one place.
+
+1. Role first: an initiating failure (a known initiating signature, or an exception that ends a
+   traceback) beats an unknown error without a traceback, which beats a downstream symptom,
+   which beats an unknown error printed after a downstream symptom (a consequence of it, such
+   as the launcher's exception when a killed worker took the trainer down), which beats a
+   wrapper's re-report, which beats a benign warning.
+2. Then time: within one file, file order; across files, timestamps when both lines have them,
+   else the order the files were given.
+3. Then specificity: a known signature beats an unknown error, and higher ``priority`` wins.
+Several signatures on one line: the line takes the best of them by the same role order and
+priority. Every rule here has a test in tests/test_ranking.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from signatures.hits import Hit
+from signatures.library import Kind, Library
+from signatures.lines import time_key
+from signatures.spec import Signature
+from signatures.tracebacks import exception_name
+
+TIER_INITIATING = 0
+TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
+TIER_DOWNSTREAM = 2
+TIER_LATE_UNKNOWN = 3  # an unknown error after a downstream symptom: likely its consequence
+TIER_WRAPPER = 4
+TIER_BENIGN = 5
+
+_ROLE_TIER = {"initiating": TIER_INITIATING, "downstream": TIER_DOWNSTREAM, "wrapper": TIER_WRAPPER,
+              "benign": TIER_BENIGN}
+TIER_WORDS = {
+    TIER_INITIATING: "initiating",
+    TIER_UNKNOWN: "unknown error",
+    TIER_DOWNSTREAM: "downstream",
+    TIER_LATE_UNKNOWN: "unknown error after a downstream symptom",
+    TIER_WRAPPER: "wrapper",
+    TIER_BENIGN: "benign",
+}
+
+
+@dataclass
+class Candidate:
+    """One line's best reading: which signature (if any) names it, and how strongly."""
+
+    hit: Hit
+    signature: Signature | None
+    tier: int
+    via_frames: bool = False  # named by where its traceback ends, not by its text
+    line: int = 0  # the evidence line (an `assert` echo can move it up)
+    text: str = ""
+
+    @property
+    def role(self) -> str:
+        return self.signature.role.value if self.signature else "unknown"
+
+    @property
+    def priority(self) -> int:
+        return self.signature.priority if self.signature else -1000
+
+
+def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
+    """Collapse hits to one candidate per line, applying traceback and frame rules."""
+    by_line: dict[tuple[int, int], list[Hit]] = {}
+    for hit in hits:
+        if hit.matcher.kind is Kind.FACT:
+            continue
+        by_line.setdefault((hit.file_index, hit.line), []).append(hit)
+    out: list[Candidate] = []
+    for line_hits in by_line.values():
+        signed = [h for h in line_hits if h.matcher.signature is not None]
+        if signed:
+            best = min(signed, key=lambda h: (_tier(h.matcher.signature), -h.matcher.signature.priority))  # type: ignore[arg-type]
+            sig = best.matcher.signature
+            assert sig is not None
+            cand = Candidate(best, sig, _tier(sig))
+        else:
+            hit = next((h for h in line_hits if h.matcher.kind is Kind.EXCEPTION), line_hits[0])
+            tier = TIER_INITIATING if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback else TIER_UNKNOWN
+            cand = Candidate(hit, None, tier)
+            framed = _by_frames(hit, library)
+            if framed is not None and tier == TIER_INITIATING:
+                cand = Candidate(hit, framed, _tier(framed), via_frames=True)
+        cand.line, cand.text = cand.hit.line, cand.hit.text
+        _move_to_assert(cand)
+        out.append(cand)
+    _demote_late_unknowns(out)
+    return out
+
+
+def _demote_late_unknowns(cands: list[Candidate]) -> None:
+    downstream = [c for c in cands if c.signature is not None and c.tier == TIER_DOWNSTREAM]
+    if not downstream:
+        return
+    for c in cands:
+        if c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN):
+            if any(_time_order(d, c) < 0 for d in downstream):
+                c.tier = TIER_LATE_UNKNOWN
+
+
+def _tier(sig: Signature | None) -> int:
+    return TIER_UNKNOWN if sig is None else _ROLE_TIER[sig.role.value]
+
+
+def _by_frames(hit: Hit, library: Library) -> Signature | None:
+    """The signature whose traceback_frames match the deepest frame of this exception."""
+    for frame in reversed(hit.view.frames):
+        for rule in library.frame_rules:
+            if rule.pattern.search(frame):
+                return rule.signature
+    return None
+
+
+def _move_to_assert(cand: Candidate) -> None:
+    # A bare `AssertionError:` (or one whose message is only a repr) is stated by the `assert`
+    # statement Python echoes just above it: that line names the failed condition.
+    view = cand.hit.view
+    if view.assert_offset is None or view.assert_text is None:
+        return
+    message = cand.hit.facts.message
+    if exception_name(message) != "AssertionError":
+        return
+    rest = message.split(":", 1)[1].strip() if ":" in message else ""
+    if rest and not rest.endswith(("(", "[", "{")):
+        return
+    cand.line = cand.hit.line - view.assert_offset
+    cand.text = view.assert_text
+
+
+def _compare(a: Candidate, b: Candidate) -> int:
+    if a.tier != b.tier:
+        return -1 if a.tier < b.tier else 1
+    order = _time_order(a, b)
+    if order:
+        return order
+    sa, sb = a.signature is not None, b.signature is not None
+    if sa != sb:
+        return -1 if sa else 1
+    if a.priority != b.priority:
+        return -1 if a.priority > b.priority else 1
+    return 0
+
+
+def _time_order(a: Candidate, b: Candidate) -> int:
+    ha, hb = a.hit, b.hit
+    if ha.file_index != hb.file_index:
+        ta, tb = time_key(ha.facts.time), time_key(hb.facts.time)
+        if ta is not None and tb is not None and ta[0] == tb[0] and ta[1] != tb[1]:
+            return -1 if ta[1] < tb[1] else 1
+        return -1 if ha.file_index < hb.file_index else 1
+    if a.line != b.line:
+        return -1 if a.line < b.line else 1
+    return 0
+
+
+def ordered(cands: list[Candidate]) -> list[Candidate]:
+    """Candidates best first: the head is the initiating failure."""
+    return sorted(cands, key=functools.cmp_to_key(_compare))

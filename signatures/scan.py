@@ -1,0 +1,137 @@
+"""Multi-pattern scanners: which fingerprints occur anywhere in a chunk, in one pass.
+
+The engine never runs Python per line over the whole log. A scanner answers "which of these
+patterns occur in this 1 MB chunk" in C; only for those does Python locate the lines. Hyperscan
+is fastest; an RE2 set is the fallback where its wheel does not install; the plain ``re`` scanner
+exists for platforms with neither, and as the reference the others are tested against.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ScanPattern:
+    id: int
+    regex: str  # the scan form: unanchored, no named groups, never matches a newline
+    ignore_case: bool
+
+
+class ScanCompileError(Exception):
+    """A pattern the scanning backend cannot compile; ``index`` says which."""
+
+    def __init__(self, index: int | None, reason: str) -> None:
+        self.index = index
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Scanner(Protocol):
+    name: str
+
+    def scan(self, chunk: bytes) -> set[int]:
+        """Ids of the patterns that match somewhere in ``chunk``."""
+        ...
+
+
+class HyperscanScanner:
+    name = "hyperscan"
+
+    def __init__(self, patterns: Sequence[ScanPattern]) -> None:
+        import hyperscan
+
+        self._hs = hyperscan
+        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        base = hyperscan.HS_FLAG_SINGLEMATCH | hyperscan.HS_FLAG_MULTILINE
+        try:
+            self.db.compile(
+                expressions=[p.regex.encode("utf-8") for p in patterns],
+                ids=[p.id for p in patterns],
+                elements=len(patterns),
+                flags=[base | (hyperscan.HS_FLAG_CASELESS if p.ignore_case else 0) for p in patterns],
+            )
+        except hyperscan.error as exc:
+            raise ScanCompileError(_hs_index(str(exc)), f"hyperscan cannot compile it: {exc}") from None
+
+    def scan(self, chunk: bytes) -> set[int]:
+        found: set[int] = set()
+
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
+            found.add(pid)
+
+        self.db.scan(chunk, match_event_handler=on_match)
+        return found
+
+
+def _hs_index(message: str) -> int | None:
+    m = re.search(r"(?:expression|pattern)\D*(\d+)", message, re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+class Re2Scanner:
+    name = "re2"
+
+    def __init__(self, patterns: Sequence[ScanPattern]) -> None:
+        import re2
+
+        options = re2.Options()
+        self._set = re2.Set.SearchSet(options)
+        self._ids: list[int] = []
+        for p in patterns:
+            flags = "(?m)" + ("(?i)" if p.ignore_case else "")
+            try:
+                self._set.Add(flags + p.regex)
+            except Exception as exc:  # re2 raises a bare error type per build
+                raise ScanCompileError(p.id, f"RE2 cannot compile it: {exc}") from None
+            self._ids.append(p.id)
+        self._set.Compile()
+
+    def scan(self, chunk: bytes) -> set[int]:
+        return {self._ids[i] for i in self._set.Match(chunk)}
+
+
+class PythonScanner:
+    """One ``re.search`` per pattern per chunk: slow, but the reference semantics."""
+
+    name = "python"
+
+    def __init__(self, patterns: Sequence[ScanPattern]) -> None:
+        self._compiled = [
+            (p.id, re.compile(p.regex.encode("utf-8"), re.MULTILINE | (re.IGNORECASE if p.ignore_case else 0)))
+            for p in patterns
+        ]
+
+    def scan(self, chunk: bytes) -> set[int]:
+        return {pid for pid, rx in self._compiled if rx.search(chunk)}
+
+
+BACKENDS: dict[str, Callable[[Sequence[ScanPattern]], Scanner]] = {
+    "hyperscan": HyperscanScanner,
+    "re2": Re2Scanner,
+    "python": PythonScanner,
+}
+
+
+def available_backends() -> list[str]:
+    """Backends whose module imports here, fastest first."""
+    names = []
+    for name, module in (("hyperscan", "hyperscan"), ("re2", "re2")):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        names.append(name)
+    names.append("python")
+    return names
+
+
+def make_scanner(patterns: Sequence[ScanPattern], backend: str | None = None) -> Scanner:
+    """The fastest available scanner (or the one named) over ``patterns``."""
+    name = backend or available_backends()[0]
+    if name not in BACKENDS:
+        raise ValueError(f"unknown scanning backend {name!r}; one of {', '.join(BACKENDS)}")
+    return BACKENDS[name](patterns)

@@ -1,0 +1,126 @@
+"""Reading Python tracebacks from the lines above a hit.
+
+A fingerprint can match a line that only *echoes source code* inside a traceback (the
+`raise RuntimeError(f"... too old ...")` statement above the real message), a frame line, or an
+advice line printed under the real error. None of those is ever the cause. For an exception no
+signature knows, the traceback's deepest frames say which subsystem raised it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from signatures.lines import unwrap
+
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+HEADER = re.compile(r"^\s*Traceback \(most recent call last\):")
+CARETS = re.compile(r"^\s*[\^~]+\s*$")
+CHAIN = re.compile(
+    r"^(?:The above exception was the direct cause of the following exception:"
+    r"|During handling of the above exception, another exception occurred:)"
+)
+EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?::|$)"
+)
+_WRAPPER_HEAD = re.compile(r"raised:\s*$|^\s*$")
+_ASSERT_SRC = re.compile(r"^\s+assert\b")
+
+# Lines that tell you how to debug, printed under the error: never the cause.
+ADVICE = re.compile(
+    r"^\s*(?:CUDA kernel errors might be asynchronously reported"
+    r"|For debugging consider passing CUDA_LAUNCH_BLOCKING"
+    r"|Compile with [`']?TORCH_USE_CUDA_DSA"
+    r"|You can suppress this exception"
+    r"|Set TORCH_LOGS="
+    r"|Set TORCHDYNAMO_VERBOSE"
+    r"|To disable this warning"
+    r"|To log all recompilation reasons"
+    r"|This (?:error|failure) (?:might|may) be caused by"
+    r"|(?:It|This) might be caused by"
+    r"|HINT:|Hint:|Tip:|Note: you can"
+    r"|To enable traceback see"
+    r"|Please (?:report|file) (?:an issue|a bug))"
+)
+
+_MAX_WALK = 120
+
+
+@dataclass(frozen=True)
+class TracebackView:
+    """What the lines above a hit say about it."""
+
+    echo: bool  # the hit line is source code echoed inside a traceback
+    frame: bool  # the hit line is a traceback frame line
+    in_traceback: bool  # a traceback (frames) leads to this line
+    frames: tuple[str, ...]  # file paths of the frames, outermost first
+    assert_offset: int | None  # lines above the hit where an `assert` statement is echoed
+    assert_text: str | None
+
+
+def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
+    """Classify a hit line from its unwrapped ``message`` and the raw ``before`` lines."""
+    if FRAME.match(message):
+        return TracebackView(False, True, True, (), None, None)
+    messages = _Lazy(before)
+    if message[:1] in (" ", "\t"):
+        for i in range(1, min(len(before), 16) + 1):
+            prev = messages[i]
+            if FRAME.match(prev):
+                return TracebackView(True, False, True, (), None, None)
+            if prev[:1] not in (" ", "\t") or not prev.strip():
+                break
+    frames: list[str] = []
+    assert_offset: int | None = None
+    assert_text: str | None = None
+    skipped_heads = 0
+    for i in range(1, min(len(before), _MAX_WALK) + 1):
+        prev = messages[i]
+        m = FRAME.match(prev)
+        if m:
+            frames.append(m.group("path"))
+            continue
+        if HEADER.match(prev):
+            break
+        if prev[:1] in (" ", "\t") and prev.strip():
+            if assert_offset is None and not frames and _ASSERT_SRC.match(prev):
+                assert_offset, assert_text = i, before[-i]
+            continue
+        if CARETS.match(prev):
+            continue
+        if not frames and skipped_heads < 2 and (_WRAPPER_HEAD.search(prev) or EXCEPTION.match(prev)):
+            skipped_heads += 1  # e.g. "BackendCompilerFailed: backend='inductor' raised:" above the inner error
+            continue
+        break
+    frames.reverse()
+    return TracebackView(
+        echo=False,
+        frame=False,
+        in_traceback=bool(frames),
+        frames=tuple(frames),
+        assert_offset=assert_offset,
+        assert_text=assert_text,
+    )
+
+
+class _Lazy:
+    """Unwrapped messages of the lines above a hit, 1 = the line just above; computed on demand."""
+
+    def __init__(self, before: Sequence[str]) -> None:
+        self.before = before
+        self.cache: dict[int, str] = {}
+
+    def __getitem__(self, i: int) -> str:
+        if i not in self.cache:
+            self.cache[i] = unwrap(self.before[-i]).message
+        return self.cache[i]
+
+
+def is_advice(message: str) -> bool:
+    return ADVICE.match(message) is not None
+
+
+def exception_name(message: str) -> str | None:
+    m = EXCEPTION.match(message)
+    return m.group("name") if m else None
