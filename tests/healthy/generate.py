@@ -182,6 +182,12 @@ HUB_RETRY = (
     "port=443): Read timed out. (read timeout=10)\")': /api/datasets/tatsu-lab/alpaca/revision/main"
 )
 
+HUB_RESET = (
+    "WARNING:urllib3.connectionpool:Retrying (Retry(total=3, connect=None, read=None, redirect=None, "
+    "status=None)) after connection broken by 'ProtocolError('Connection aborted.', "
+    "ConnectionResetError(104, 'Connection reset by peer'))': /api/datasets/tatsu-lab/alpaca/paths-info/main"
+)
+
 SITE = "/opt/conda/lib/python3.10/site-packages"
 
 
@@ -233,6 +239,7 @@ def hf_trainer(rng: random.Random) -> str:
     say(0, t + 0.01, ")")
     t = 8.0
     say(0, t, HUB_RETRY)
+    say(0, t + 1.1, HUB_RESET)
     say(0, t + 2.1, f"[INFO|configuration_utils.py:726] {py_time(log.when(t + 2.1))} >> loading configuration file config.json from cache at /data/hf/hub/models--meta-llama--Llama-2-7b-hf/snapshots/01c7f73d771dfac7d292323805ebc428287df4f9/config.json")
     say(0, t + 2.2, f"[INFO|configuration_utils.py:789] {py_time(log.when(t + 2.2))} >> Model config LlamaConfig {{")
     cfg = ['"_name_or_path": "meta-llama/Llama-2-7b-hf",', '"architectures": [', '"LlamaForCausalLM"', "],",
@@ -352,6 +359,7 @@ def lightning(rng: random.Random) -> str:
     def say(rank: int, when: float, text: str) -> None:
         log.add(when, f"{rank}: {text}")
 
+    log.add(-1.0, "prolog: node-c013 cleaned /dev/shm and /tmp; Killed 0 leftover processes of earlier jobs")
     t = 0.0
     for r in range(nranks):
         say(r, t + r * 0.02, f"{SITE}/lightning/fabric/plugins/environments/slurm.py:204: The `srun` command is available on your system but is not used. HINT: If your intention is to run Lightning on SLURM, prepend your python command with `srun` like so: srun python train.py --trainer.devices 4 ...")
