@@ -13,9 +13,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     # Each module adds its own sub-commands; keep one line per module.
-    from bot import cli_diagnose
+    from bot import cli_diagnose, report
 
     cli_diagnose.add_commands(sub)
+    report.add_commands(sub)
     return parser
 
 
