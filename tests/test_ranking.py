@@ -1,0 +1,160 @@
+"""The rules that pick the initiating line (signatures/ranking.py), each on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from signatures import Source, Status, diagnose
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    root = tmp_path_factory.mktemp("lib")
+    return build_library(
+        root,
+        [
+            signature_doc("kernel-fault"),
+            signature_doc("disk-broke", category="storage", priority=5),
+            signature_doc(
+                "peer-timeout", role="downstream",
+                fingerprints=[{"regex": r"\[Rank (?P<rank>\d+)\] peer-timeout happened"}],
+            ),
+            signature_doc("launcher-wrap", role="wrapper",
+                          fingerprints=[{"regex": r"launcher-wrap happened: rank (?P<rank>\d+)"}]),
+            signature_doc("noisy-warning", role="benign"),
+            signature_doc("wrapped-raise", category="torch-compile", role="wrapper",
+                          fingerprints=[{"literal": "BackendCompilerFailed: backend='inductor' raised:"}]),
+            signature_doc("inductor-bug", category="torch-compile",
+                          fingerprints=[{"literal": "LoweringException:"}],
+                          traceback_frames=[r"torch/_inductor/"]),
+        ],
+    )
+
+
+def run(library: Library, *texts: str, names: list[str] | None = None):
+    names = names or [f"rank{i}.log" for i in range(len(texts))]
+    return diagnose([Source.from_text(n, t) for n, t in zip(names, texts, strict=True)], library=library)
+
+
+def test_initiating_beats_downstream_that_came_first(library: Library) -> None:
+    log = "[Rank 3] peer-timeout happened\n[Rank 5] peer-timeout happened\n[rank12]: kernel-fault happened\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "kernel-fault"
+    assert d.initiating and d.initiating.line == 3 and d.initiating.rank == 12
+    group = next(g for g in d.downstream if g.signature and g.signature.id == "peer-timeout")
+    assert group.count == 2 and group.ranks == (3, 5)
+    assert any("peer-timeout" in w and "downstream" in w for w in d.why)
+
+
+def test_earliest_initiating_wins_in_file_order(library: Library) -> None:
+    d = run(library, "ok\ndisk-broke happened\nkernel-fault happened\n")
+    assert d.signature and d.signature.id == "disk-broke"
+
+
+def test_timestamps_order_lines_across_files(library: Library) -> None:
+    a = "[2026-01-01 10:00:05,000] kernel-fault happened\n"
+    b = "[2026-01-01 10:00:01,000] disk-broke happened\n"
+    d = run(library, a, b)
+    assert d.signature and d.signature.id == "disk-broke"
+    assert d.initiating and d.initiating.file == "rank1.log"
+
+
+def test_file_order_decides_without_timestamps(library: Library) -> None:
+    d = run(library, "kernel-fault happened\n", "disk-broke happened\n")
+    assert d.signature and d.signature.id == "kernel-fault"
+
+
+def test_rank_comes_from_the_file_name_when_lines_carry_none(library: Library) -> None:
+    d = run(library, "fine\n", "kernel-fault happened\n", names=["node0_rank0.log", "node1_rank12.log"])
+    assert d.initiating and d.initiating.rank == 12
+
+
+def test_downstream_only_says_so_and_asks_for_other_ranks(library: Library) -> None:
+    d = run(library, "world_size=4\n[Rank 0] peer-timeout happened\n[Rank 1] peer-timeout happened\n")
+    assert d.status is Status.FAILURE and d.signature and d.signature.role == "downstream"
+    assert d.confidence < 0.6
+    assert any("Ranks 2, 3" in m for m in d.missing_facts)
+
+
+def test_wrapper_names_the_rank_to_ask_for(library: Library) -> None:
+    d = run(library, "launcher-wrap happened: rank 12\n")
+    assert d.signature and d.signature.role == "wrapper"
+    assert any("rank 12" in m for m in d.missing_facts)
+
+
+def test_benign_only_is_clean_but_names_the_warning(library: Library) -> None:
+    d = run(library, "step 1\nnoisy-warning happened\nstep 2\n")
+    assert d.status is Status.CLEAN
+    assert d.signature and d.signature.id == "noisy-warning"
+
+
+def test_healthy_log_is_clean(library: Library) -> None:
+    d = run(library, "".join(f"step {i} loss 0.{i}\n" for i in range(100)))
+    assert d.status is Status.CLEAN and d.signature is None and d.initiating is None
+
+
+def test_unknown_exception_is_unrecognized_with_its_line_not_the_header(library: Library) -> None:
+    log = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    main()\nValueError: bad shape\n'
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and d.signature is None
+    assert d.initiating and d.initiating.line == 4 and d.initiating.text == "ValueError: bad shape"
+
+
+def test_code_echo_inside_a_traceback_is_never_the_cause(library: Library) -> None:
+    log = (
+        'Traceback (most recent call last):\n  File "x.py", line 9, in f\n'
+        '    raise RuntimeError("kernel-fault happened")\nValueError: the real one\n'
+    )
+    d = run(library, log)
+    assert d.initiating and d.initiating.text == "ValueError: the real one"
+
+
+def test_advice_lines_are_never_the_cause(library: Library) -> None:
+    log = "For debugging consider passing CUDA_LAUNCH_BLOCKING=1 kernel-fault happened\n"
+    d = run(library, log)
+    assert d.status is Status.CLEAN
+
+
+def test_wrapper_points_at_inner_cause_and_assert_echo(library: Library) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/site/torch/_inductor/lowering.py", line 12, in bmm\n'
+        "    assert isinstance(x, Buffer), x\n"
+        "BackendCompilerFailed: backend='inductor' raised:\n"
+        "AssertionError: \n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == "inductor-bug"  # named by its frames
+    assert d.initiating and d.initiating.line == 3 and "assert isinstance" in d.initiating.text
+
+
+def test_unknown_error_after_a_downstream_symptom_loses_to_it(library: Library) -> None:
+    log = (
+        "[Rank 1] peer-timeout happened\n"
+        'Traceback (most recent call last):\n  File "launch.py", line 3, in main\n'
+        "subprocess.CalledProcessError: Command died\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == "peer-timeout"
+
+
+def test_one_line_many_signatures_takes_the_best_role(library: Library, tmp_path: Path) -> None:
+    lib = build_library(tmp_path, [
+        signature_doc("exit-nine", fingerprints=[{"literal": "failed (exitcode: -9)"}]),
+        signature_doc("child-failed", role="wrapper", fingerprints=[{"regex": r"failed \(exitcode: -?[0-9]+\)"}]),
+    ])
+    d = run(lib, "ERROR: failed (exitcode: -9) local_rank: 0\n")
+    assert d.signature and d.signature.id == "exit-nine"
+
+
+def test_priority_breaks_ties_on_one_line(tmp_path: Path) -> None:
+    lib = build_library(tmp_path, [
+        signature_doc("general-oom", fingerprints=[{"literal": "out of memory"}]),
+        signature_doc("specific-oom", priority=10, fingerprints=[{"literal": "CUDA out of memory"}]),
+    ])
+    d = run(lib, "RuntimeError: CUDA out of memory\n")
+    assert d.signature and d.signature.id == "specific-oom"
