@@ -13,10 +13,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     # Each module adds its own sub-commands; keep one line per module.
-    from bot import cli_diagnose, report
+    from bot import cli_diagnose, jobs_cli, report
 
     cli_diagnose.add_commands(sub)
     report.add_commands(sub)
+    jobs_cli.add_commands(sub)
     return parser
 
 
