@@ -28,7 +28,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # NCCL: host:pid:tid [cudaDev]
         r"^(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
-        r"^\[?(?P<level>[IWEF])(?P<glogts>\d{4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
+        r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
@@ -104,7 +104,7 @@ def _iso(ts: str) -> str:
 def _glog_time(ts: str) -> str:
     # glog has no year: keep month-day and time, which still orders lines within a run.
     month_day, clock = ts.split(" ", 1)
-    return f"{month_day[:2]}-{month_day[2:]}T{clock}"
+    return f"{int(month_day[:-2]):02d}-{month_day[-2:]}T{clock}"
 
 
 def time_key(time: str | None) -> tuple[int, float] | None:

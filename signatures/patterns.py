@@ -62,6 +62,10 @@ def _walk(items: list[tuple[Any, Any]], *, nested_unbounded: bool) -> str | None
             sre_constants.CATEGORY_NOT_WORD,
         ):
             return r"\s, \S, \D and \W can match a newline; use [ \t] or an explicit class"
+        if op == sre_constants.NOT_LITERAL and arg != _NEWLINE:
+            return r"a negated class must exclude the newline, e.g. [^)\n]"
+        if op == sre_constants.ANY:
+            continue  # '.' never matches a newline without DOTALL, which is refused above
         if op == sre_constants.IN:
             problem = _check_class(arg)
             if problem:

@@ -1,0 +1,63 @@
+"""Unwrapping launcher and logger prefixes (signatures/lines.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures.lines import rank_from_name, time_key, unwrap
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "rank"),
+    [
+        ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
+        ("[default7]:RuntimeError: boom", "RuntimeError: boom", 7),
+        ("12: RuntimeError: boom", "RuntimeError: boom", 12),
+        ("[1,5]<stderr>:RuntimeError: boom", "RuntimeError: boom", 5),
+        ("[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught",
+         "[Rank 0] Watchdog caught", 0),
+        ("[E ProcessGroupNCCL.cpp:475] [Rank 9] Watchdog caught", "[Rank 9] Watchdog caught", 9),
+        ("W0823 18:56:31.554000 40177 torch/_dynamo/convert_frame.py:1016] [0/8] torch._dynamo hit",
+         "torch._dynamo hit", None),
+        ("\x1b[31m[rank2]: ValueError: red\x1b[0m", "ValueError: red", 2),
+        ("> ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9)",
+         "failed (exitcode: -9)", None),
+        ("[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9)",
+         "failed (exitcode: -9)", None),
+        ("[2024-09-11 17:52:18,030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW!",
+         "[deepspeed] OVERFLOW!", None),
+        ("[f3d8bac11bcb] 2022-08-08 08:47:11,459 (trainer:647) WARNING: The grad norm is nan.",
+         "The grad norm is nan.", None),
+        ("(EngineCore_DP0 pid=123) ERROR 02-28 17:42:17 [core.py:1006] EngineCore failed",
+         "EngineCore failed", None),
+        ("FileNotFoundError: [ERROR] Image folder not found", "FileNotFoundError: [ERROR] Image folder not found", None),
+    ],
+)
+def test_unwrap_strips_prefixes_and_keeps_rank(line: str, message: str, rank: int | None) -> None:
+    facts = unwrap(line)
+    assert facts.message == message
+    assert facts.rank == rank
+
+
+def test_unwrap_reads_host_and_time() -> None:
+    facts = unwrap("node-12:4567:4589 [3] NCCL INFO comm 0x1 rank 3 nRanks 64")
+    assert facts.host == "node-12"
+    stamped = unwrap("[2024-01-02 03:04:05,678] ERROR boom")
+    assert stamped.time == "2024-01-02T03:04:05.678"
+    glog = unwrap("[rank1]:[E321 02:07:08.408 ProcessGroupNCCL.cpp:607] x")
+    assert glog.time == "03-21T02:07:08.408"
+
+
+def test_time_keys_order_within_a_kind() -> None:
+    early, late = time_key("2024-01-02T03:04:05.6"), time_key("2024-01-02T03:04:06")
+    assert early is not None and late is not None and early < late
+    assert time_key("03-21T02:07:08.408") is not None
+    assert time_key(None) is None and time_key("garbage") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [("rank12.log", 12), ("logs/train_rank_3.err", 3), ("node1.r7.out", 7), ("train.log", None)],
+)
+def test_rank_from_file_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
