@@ -7,6 +7,7 @@ sources, signature ids from the library, Slack method names), never user text.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -17,6 +18,10 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -169,3 +174,54 @@ def make_handler(
 def mount(app: web.Application, probe: QueueProbe | None = None) -> None:
     """Add ``GET /metrics`` to ``app``."""
     app.router.add_get("/metrics", make_handler(probe))
+
+
+class _SlackObserver(AsyncRetryHandler):
+    """Counts failed Slack calls; never asks for a retry itself (it runs before the real ones)."""
+
+    async def can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        method = request.url.rstrip("/").rsplit("/", 1)[-1] or "unknown"
+        if error is not None:
+            slack_error(method, type(error).__name__)
+        elif response is not None:
+            body = response.body if isinstance(response.body, dict) else {}
+            if response.status_code >= 400:
+                slack_error(method, f"http_{response.status_code}")
+            elif body.get("ok") is False:
+                slack_error(method, str(body.get("error", "unknown"))[:64])
+        return False
+
+
+_RETRY_REASONS = {
+    "AsyncRateLimitErrorRetryHandler": "rate_limited",
+    "AsyncServerErrorRetryHandler": "server_error",
+    "AsyncConnectionErrorRetryHandler": "connection",
+}
+
+
+def observe_slack_client(client: Any) -> Any:
+    """Count a Slack client's failed calls and its retries (by the retry handler that retried)."""
+    handlers = [h for h in client.retry_handlers if not isinstance(h, _SlackObserver)]
+    for handler in handlers:
+        reason = _RETRY_REASONS.get(type(handler).__name__, type(handler).__name__)
+        if getattr(handler, "_denpex_counted", False):
+            continue
+        original = handler.prepare_for_next_attempt_async
+
+        async def prepare(
+            *args: Any, _original: Any = original, _reason: str = reason, **kw: Any
+        ) -> None:
+            slack_retry(_reason)
+            await _original(*args, **kw)
+
+        handler.prepare_for_next_attempt_async = prepare
+        handler._denpex_counted = True
+    client.retry_handlers = [_SlackObserver(max_retry_count=0), *handlers]
+    return client

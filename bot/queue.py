@@ -22,6 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from bot import metrics
 from bot.keys import Keys
 from handlers.jobs import Job
 
@@ -113,6 +114,7 @@ class JobQueue:
         await self._ensure()
         dedupe = self.keys.dedupe(job.dedupe_key)
         if not await self.redis.set(dedupe, job.id, nx=True, ex=self.dedupe_ttl_s):
+            metrics.job_duplicate(job.source)
             return False
         try:
             if await self.redis.xlen(self.keys.jobs) >= self.max_backlog:
@@ -126,6 +128,7 @@ class JobQueue:
             # Not queued: forget the dedupe key so a retry is not mistaken for a duplicate.
             await self.redis.delete(dedupe)
             raise
+        metrics.job_enqueued(job.source)
         return True
 
     # -- consuming ----------------------------------------------------------------------------

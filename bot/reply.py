@@ -15,6 +15,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot import metrics
 from bot.render import (
     RenderedMessage,
     render_diagnosis,
@@ -54,7 +55,7 @@ def make_client(
     token: str, base_url: str | None = None, *, retries: int = RETRIES
 ) -> AsyncWebClient:
     """A Web API client that retries 429 (honouring Retry-After), 500/503 and lost connections."""
-    return AsyncWebClient(
+    client = AsyncWebClient(
         token=token,
         base_url=base_url or SLACK_API_URL,
         retry_handlers=[
@@ -63,6 +64,7 @@ def make_client(
             AsyncServerErrorRetryHandler(max_retry_count=retries),
         ],
     )
+    return metrics.observe_slack_client(client)
 
 
 class SlackReplier:
