@@ -34,6 +34,8 @@ from typing import Any
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
+from bot import metrics
+from bot.logging_setup import bind_job
 from bot.queue import Delivery, JobQueue
 from bot.reply import PostedReply, ReplyFailed, SlackReplier
 from bot.store import Store, fingerprint, recurrence_text
@@ -117,6 +119,8 @@ class Worker:
         retry_backoff_ms: int = 2_000,
         poll_block_ms: int = 1_000,
         shutdown_grace_s: float = 20.0,
+        engine: Engine | None = None,
+        kill_grace_s: float = 10.0,
     ) -> None:
         self.queue = queue
         self.store = store
@@ -128,6 +132,9 @@ class Worker:
         self.retry_backoff_ms = retry_backoff_ms
         self.poll_block_ms = poll_block_ms
         self.shutdown_grace_s = shutdown_grace_s
+        # A module-level function: it is pickled by name into the pool's processes.
+        self.engine: Engine = engine or diagnose_files
+        self.kill_grace_s = kill_grace_s
         self.handlers: dict[str, Handler] = {KIND_DIAGNOSE: self._diagnose, **_handlers}
         self.processed = 0  # deliveries finished (answered, dead-lettered or skipped)
         self._pool = executor
@@ -206,9 +213,7 @@ class Worker:
     async def _next(self, n: int, *, block_ms: int | None) -> list[Delivery]:
         busy = list(self._in_flight)
         # Oldest first: our own failed attempts, then work a dead worker left, then new jobs.
-        batch = await self.queue.reclaim_own(
-            self.name, min_idle_ms=self.retry_backoff_ms, skip=busy, count=n
-        )
+        batch = await self.queue.reclaim_own(self.name, min_idle_ms=self.retry_backoff_ms, skip=busy, count=n)
         if len(batch) < n:
             stale = await self.queue.claim_stale(self.name, count=n - len(batch))
             batch += [d for d in stale if d.entry_id not in busy]
@@ -235,6 +240,10 @@ class Worker:
     # -- one delivery -------------------------------------------------------------------------
 
     async def _process(self, delivery: Delivery) -> None:
+        with bind_job(_job_id(delivery.payload)):
+            await self._process_bound(delivery)
+
+    async def _process_bound(self, delivery: Delivery) -> None:
         heartbeat = asyncio.create_task(self._heartbeat(delivery.entry_id))
         try:
             await self._handle(delivery)
@@ -247,6 +256,7 @@ class Worker:
             # A bug or an outage (Redis, Slack after retries): leave the entry pending; it is
             # tried again and dead-lettered after max_deliveries.
             log.exception("job %s failed (delivery %d)", delivery.entry_id, delivery.deliveries)
+            metrics.job_failed(_source(delivery.payload))
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -286,6 +296,7 @@ class Worker:
             await self._give_up(delivery, None, f"reply failed: {exc}")
             return
         await self._ack(delivery)
+        metrics.job_completed(job.source, time.time() - job.created_at)
 
     async def _ack(self, delivery: Delivery) -> None:
         for attempt in range(5):
@@ -310,6 +321,7 @@ class Worker:
             except Exception:
                 log.exception("could not post the error reply for %s", delivery.entry_id)
         await self.queue.dead_letter(delivery, reason)
+        metrics.job_dead_lettered(_source(delivery.payload))
         self.processed += 1
 
     # -- replies ------------------------------------------------------------------------------
@@ -346,6 +358,7 @@ class Worker:
         origin = job.channel
         threaded = await self.open_thread(job)
         data = diagnosis.to_dict()
+        metrics.diagnosis_made(diagnosis.signature.id if diagnosis.signature else None, data["status"])
         await self.store.save(job.id, data, job=job, channel=origin, thread_ts=threaded.thread_ts)
         meta = dict(job.meta)
         fp = fingerprint(data)
@@ -359,9 +372,7 @@ class Worker:
             await self.store.set_reply(job.id, posted.ts)
         progress = await self.queue.progress(job.id)
         if progress.get("parent_ts") and threaded.channel:
-            await self.replier.update_parent(
-                threaded.channel, progress["parent_ts"], diagnosis, job.header
-            )
+            await self.replier.update_parent(threaded.channel, progress["parent_ts"], diagnosis, job.header)
         return posted
 
     # -- the diagnose job ---------------------------------------------------------------------
@@ -382,9 +393,7 @@ class Worker:
         if not job.logs:
             raise JobFailed("No log was attached to this job.")
         if len(job.logs) > self.limits.max_logs:
-            raise JobFailed(
-                f"Too many logs in one job ({len(job.logs)}; at most {self.limits.max_logs})."
-            )
+            raise JobFailed(f"Too many logs in one job ({len(job.logs)}; at most {self.limits.max_logs}).")
         # Downloads go to a private directory that is removed whatever happens.
         with tempfile.TemporaryDirectory(prefix="denpex-job-") as tmp:
             files: list[tuple[str, str]] = []
@@ -403,12 +412,10 @@ class Worker:
         pool = self._executor()
         loop = asyncio.get_running_loop()
         limit = self.limits.job_timeout_s
-        future = loop.run_in_executor(
-            pool, diagnose_files, files, limit, self.limits.max_text_bytes
-        )
+        future = loop.run_in_executor(pool, run_engine, self.engine, files, limit, self.limits.max_text_bytes)
         try:
             # The child stops itself at ``limit``; this deadline is for a child stuck in C code.
-            return await asyncio.wait_for(future, timeout=limit + 10)
+            return await asyncio.wait_for(future, timeout=limit + self.kill_grace_s)
         except TimeoutError:
             self._kill_pool()
             return "timeout", _timeout_message(limit)
@@ -521,18 +528,30 @@ def _on_alarm(_signum: int, _frame: object) -> None:
     raise _Alarm
 
 
-def diagnose_files(
-    files: list[tuple[str, str]], timeout_s: float, max_text_bytes: int
-) -> tuple[str, Any]:
-    """Diagnose files in this process under an alarm: ("ok", dict), ("input"|"timeout", message)."""
+Engine = Callable[[list[tuple[str, str]], int], dict[str, Any]]
+
+
+def diagnose_files(files: list[tuple[str, str]], max_text_bytes: int) -> dict[str, Any]:
+    """The engine as the worker runs it: (name, path) pairs in, ``Diagnosis.to_dict()`` out."""
     from signatures import Limits, Source, diagnose
+
+    sources = [Source(name=name, path=Path(path)) for name, path in files]
+    return diagnose(sources, limits=Limits(max_bytes=max_text_bytes)).to_dict()
+
+
+def run_engine(
+    engine: Engine, files: list[tuple[str, str]], timeout_s: float, max_text_bytes: int
+) -> tuple[str, Any]:
+    """Run ``engine`` in this (pool) process under an alarm.
+
+    Returns ("ok", diagnosis dict), ("input", message) or ("timeout", message).
+    """
+    import signatures  # noqa: F401  (imported before the alarm: an interrupted import breaks)
 
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        sources = [Source(name=name, path=Path(path)) for name, path in files]
-        result = diagnose(sources, limits=Limits(max_bytes=max_text_bytes))
-        return "ok", result.to_dict()
+        return "ok", engine(files, max_text_bytes)
     except InputError as exc:
         return "input", str(exc)
     except _Alarm:
@@ -554,6 +573,24 @@ def _file_name(name: str) -> str:
     # Keep the extension (.gz, .zip matter to the engine) but nothing that could escape the dir.
     base = os.path.basename(name.replace("\\", "/")) or "log"
     return re.sub(r"[^A-Za-z0-9._-]", "_", base)[:120].lstrip(".") or "log"
+
+
+def _source(payload: str) -> str:
+    # For metrics labels only: the job's source if the payload says it, else "unknown".
+    return _field(payload, "source", 16) or "unknown"
+
+
+def _job_id(payload: str) -> str | None:
+    # For log lines only: the job id even when the payload does not parse as a Job.
+    return _field(payload, "id", 64)
+
+
+def _field(payload: str, key: str, max_len: int) -> str | None:
+    try:
+        value = json.loads(payload).get(key)
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and len(value) <= max_len else None
 
 
 def _salvage(payload: str) -> Job | None:
@@ -584,19 +621,45 @@ async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:
         await asyncio.wait_for(stop.wait(), timeout=seconds)
 
 
-# -- python -m bot.worker ---------------------------------------------------------------------
+# -- wiring and python -m bot.worker -----------------------------------------------------------
+
+
+def build_worker(
+    settings: Any,
+    redis: Any,
+    *,
+    keys: Any = None,
+    name: str | None = None,
+    visibility_timeout_ms: int = 60_000,
+    max_deliveries: int = 3,
+    client: Any = None,
+) -> Worker:
+    """A worker wired from ``bot.settings.Settings`` (used by ``denpex serve`` and ``worker``)."""
+    from bot.remote_logs import fetcher_from_settings
+    from bot.reply import make_client
+
+    queue = JobQueue(
+        redis, keys=keys, visibility_timeout_ms=visibility_timeout_ms, max_deliveries=max_deliveries
+    )
+    store = Store(redis, keys=keys, retention_s=settings.retention_days * 24 * 3600)
+    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    return Worker(
+        queue,
+        store,
+        SlackReplier(client),
+        limits=WorkerLimits(max_log_bytes=settings.max_log_bytes, job_timeout_s=settings.job_timeout_s),
+        name=name,
+        concurrency=settings.workers,
+        url_fetcher=fetcher_from_settings(settings),
+    )
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bot.worker", description=__doc__)
-    parser.add_argument("--redis-url", default=os.environ.get("REDIS_URL"))
     parser.add_argument("--prefix", default="denpex", help="key prefix (tests use their own)")
-    parser.add_argument("--slack-api-url", default=os.environ.get("SLACK_API_URL"))
     parser.add_argument("--name", default=None, help="consumer name (default: host-pid-random)")
-    parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--visibility-ms", type=int, default=60_000)
     parser.add_argument("--max-deliveries", type=int, default=3)
-    parser.add_argument("--job-timeout", type=float, default=120.0)
     parser.add_argument("--drain", action="store_true", help="process what is queued, then exit")
     return parser.parse_args(argv)
 
@@ -604,24 +667,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 async def _main(args: argparse.Namespace) -> int:
     from bot.keys import Keys
     from bot.redis_conn import connect
-    from bot.reply import make_client
+    from bot.settings import load_settings
 
-    token = os.environ.get("SLACK_BOT_TOKEN", "")
-    redis = await connect(args.redis_url)
-    keys = Keys(args.prefix)
-    queue = JobQueue(
+    settings = load_settings()
+    if not settings.redis_url:
+        log.error("REDIS_URL is not set: a separate worker process needs a shared Redis")
+        return 2
+    redis = await connect(settings.redis_url)
+    worker = build_worker(
+        settings,
         redis,
-        keys=keys,
+        keys=Keys(args.prefix),
+        name=args.name,
         visibility_timeout_ms=args.visibility_ms,
         max_deliveries=args.max_deliveries,
-    )
-    worker = Worker(
-        queue,
-        Store(redis, keys=keys),
-        SlackReplier(make_client(token, args.slack_api_url)),
-        limits=WorkerLimits(job_timeout_s=args.job_timeout),
-        name=args.name,
-        concurrency=args.concurrency,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

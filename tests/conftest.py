@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -62,3 +66,56 @@ async def fake_redis() -> AsyncIterator[object]:
     finally:
         await client.flushall()
         await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def engine_pool() -> Iterator[ProcessPoolExecutor]:
+    """One process pool for the engine, shared by the tests' workers (spawning is slow)."""
+    pool = ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class WorkerStack:
+    """A queue, a store and a replier on this test's Redis prefix and the Slack stand-in."""
+
+    redis: Any
+    keys: Any
+    queue: Any
+    store: Any
+    replier: Any
+    slack: SlackStandin
+    workers: list[Any] = field(default_factory=list)
+
+    def worker(self, **kwargs: Any) -> Any:
+        """A worker on this stack; closed when the test ends."""
+        from bot.worker import Worker
+
+        kwargs.setdefault("retry_backoff_ms", 0)
+        w = Worker(self.queue, self.store, self.replier, **kwargs)
+        self.workers.append(w)
+        return w
+
+
+@pytest.fixture
+async def stack(redis_client: Any, key_prefix: str, slack_api: SlackStandin) -> AsyncIterator[WorkerStack]:
+    """Everything a worker needs, on a real Redis (skipped without ``REDIS_URL``)."""
+    from bot.keys import Keys
+    from bot.queue import JobQueue
+    from bot.reply import SlackReplier, make_client
+    from bot.store import Store
+
+    keys = Keys(key_prefix)
+    queue = JobQueue(redis_client, keys=keys, visibility_timeout_ms=2_000)
+    client = make_client(slack_api.token, slack_api.api_url)
+    built = WorkerStack(
+        redis_client, keys, queue, Store(redis_client, keys=keys), SlackReplier(client), slack_api
+    )
+    try:
+        yield built
+    finally:
+        for w in built.workers:
+            await w.close()

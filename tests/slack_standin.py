@@ -8,6 +8,7 @@ be told to fail the next calls of a method with 429 or 500 to exercise retries.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -62,6 +63,7 @@ class _Fault:
     status: int
     remaining: int
     retry_after: int
+    error: str | None = None  # with status 200: answer {"ok": false, "error": error}
 
 
 @dataclass
@@ -77,6 +79,10 @@ class SlackStandin:
     # Extra JSON merged into a method's answer, e.g. {"auth.test": {"user_id": "U1"}}.
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     base_url: str = ""
+    # The token downloads accept (default: ``token``); set another to get Slack's login page.
+    download_token: str | None = None
+    # While set and not released, downloads wait (to catch a worker in the middle of a job).
+    hold_downloads: asyncio.Event | None = None
     _faults: dict[str, list[_Fault]] = field(default_factory=lambda: defaultdict(list))
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
@@ -110,9 +116,17 @@ class SlackStandin:
             await self._runner.cleanup()
             self._runner = None
 
-    def fail_next(self, method: str, status: int, times: int = 1, retry_after: int = 1) -> None:
-        """Answer the next ``times`` calls of ``method`` with ``status`` (429 or 5xx)."""
-        self._faults[method].append(_Fault(status, times, retry_after))
+    def fail_next(
+        self,
+        method: str,
+        status: int = 200,
+        times: int = 1,
+        retry_after: int = 1,
+        error: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with ``status`` (429 or 5xx), or with
+        ``{"ok": false, "error": error}`` when ``error`` is given."""
+        self._faults[method].append(_Fault(status, times, retry_after, error))
 
     def add_file(
         self,
@@ -205,13 +219,13 @@ class SlackStandin:
         call = Call(method, await self._args(request), dict(request.headers))
         self.calls.append(call)
         fault = self._take_fault(method)
+        if fault is not None and fault.error is not None:
+            return web.json_response({"ok": False, "error": fault.error}, status=fault.status)
         if fault is not None:
             call.status = fault.status
             headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
             error = "ratelimited" if fault.status == 429 else "internal_error"
-            return web.json_response(
-                {"ok": False, "error": error}, status=fault.status, headers=headers
-            )
+            return web.json_response({"ok": False, "error": error}, status=fault.status, headers=headers)
         auth = request.headers.get("Authorization", "")
         bearer = auth.startswith("Bearer ")
         token = auth.removeprefix("Bearer ") if bearer else call.args.get("token")
@@ -295,17 +309,12 @@ class SlackStandin:
                 "ok": True,
                 "has_more": False,
                 "messages": [
-                    {"type": "message", "user": m.user, "text": m.text, "ts": m.ts}
-                    for m in reversed(msgs)
+                    {"type": "message", "user": m.user, "text": m.text, "ts": m.ts} for m in reversed(msgs)
                 ],
             }
         if method == "conversations.replies":
             channel, ts = str(args.get("channel", "")), str(args.get("ts", ""))
-            msgs = [
-                m
-                for m in self.messages
-                if m.channel == channel and (m.ts == ts or m.thread_ts == ts)
-            ]
+            msgs = [m for m in self.messages if m.channel == channel and (m.ts == ts or m.thread_ts == ts)]
             return {
                 "ok": True,
                 "has_more": False,
@@ -330,8 +339,11 @@ class SlackStandin:
         if fault is not None:
             call.status = fault.status
             return web.Response(status=fault.status, text="error")
+        if self.hold_downloads is not None:
+            await self.hold_downloads.wait()
         f = self.files.get(request.match_info["file_id"])
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        expected = self.download_token or self.token
+        if request.headers.get("Authorization") != f"Bearer {expected}":
             # What Slack does without a valid token: a login page, status 200.
             return web.Response(body=LOGIN_PAGE, content_type="text/html")
         if f is None:
