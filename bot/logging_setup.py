@@ -19,9 +19,7 @@ from typing import Any, TextIO
 
 from signatures.redact import MASK, redact
 
-job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "denpex_job_id", default=None
-)
+job_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("denpex_job_id", default=None)
 
 # A log line is about what happened, not what a training log said; keep records short so a log
 # body passed by mistake is cut, not shipped whole.
@@ -91,9 +89,7 @@ class JsonFormatter(logging.Formatter):
         }
         for key, value in vars(record).items():
             if key not in _STANDARD and key not in out and not key.startswith("_"):
-                out[key] = (
-                    value if isinstance(value, int | float | bool | type(None)) else str(value)
-                )
+                out[key] = value if isinstance(value, int | float | bool | type(None)) else str(value)
         if record.exc_text:
             out["traceback"] = record.exc_text
         elif record.exc_info:

@@ -171,9 +171,35 @@ def make_handler(
     return metrics
 
 
+def queue_probe(queue: Any) -> QueueProbe:
+    """A probe reading lag and pending entries from a ``bot.queue.JobQueue``."""
+
+    async def probe() -> tuple[int | None, int | None]:
+        stats = await queue.stats()
+        return stats.get("lag"), stats.get("pending")
+
+    return probe
+
+
 def mount(app: web.Application, probe: QueueProbe | None = None) -> None:
     """Add ``GET /metrics`` to ``app``."""
     app.router.add_get("/metrics", make_handler(probe))
+
+
+async def health(request: web.Request) -> web.Response:
+    """``GET /healthz`` for processes without the Slack app (workers)."""
+    return web.json_response({"ok": True})
+
+
+async def serve_for_worker(host: str, port: int, probe: QueueProbe | None = None) -> web.AppRunner:
+    """Serve ``/healthz`` and ``/metrics`` from a worker process; cleanup() the runner to stop."""
+    app = web.Application()
+    app.router.add_get("/healthz", health)
+    mount(app, probe)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
 
 
 class _SlackObserver(AsyncRetryHandler):
@@ -215,9 +241,7 @@ def observe_slack_client(client: Any) -> Any:
             continue
         original = handler.prepare_for_next_attempt_async
 
-        async def prepare(
-            *args: Any, _original: Any = original, _reason: str = reason, **kw: Any
-        ) -> None:
+        async def prepare(*args: Any, _original: Any = original, _reason: str = reason, **kw: Any) -> None:
             slack_retry(_reason)
             await _original(*args, **kw)
 
