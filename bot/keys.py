@@ -66,6 +66,15 @@ class Keys:
         """Hash user -> JSON {verdict, at}: one verdict per user per diagnosis (retention TTL)."""
         return f"{self.prefix}:feedback:{diagnosis_id}"
 
+    def thread_logs(self, channel: str, thread_ts: str) -> str:
+        """List of JSON log references of a thread (Slack file ids, redacted pasted text), so a
+        re-diagnosis can fetch every log of the thread again (retention TTL)."""
+        return f"{self.prefix}:threadlogs:{channel}:{thread_ts}"
+
+    def thread_asked(self, channel: str, thread_ts: str) -> str:
+        """Set of missing facts already asked in a thread, never asked twice (retention TTL)."""
+        return f"{self.prefix}:threadasked:{channel}:{thread_ts}"
+
     def signature_stats(self, signature_id: str) -> str:
         """Hash of counters per signature: diagnoses, confirmed, disputed (kept, no TTL)."""
         return f"{self.prefix}:sigstats:{signature_id}"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
+from signatures.spec import Signature
 
 MAX_BLOCKS = 50
 MAX_SECTION = 3000
@@ -152,9 +153,7 @@ def _headline(d: Diagnosis) -> str:
 def fallback_text(d: Diagnosis) -> str:
     """The notification text: headline, category, confidence, and the initiating line."""
     if d.status is Status.FAILURE and d.signature:
-        text = (
-            f"{d.signature.title} ({d.signature.category}, {round(d.confidence * 100)}% confidence)"
-        )
+        text = f"{d.signature.title} ({d.signature.category}, {round(d.confidence * 100)}% confidence)"
     else:
         text = d.headline
     if d.initiating is not None:
@@ -210,9 +209,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     optional: list[dict[str, Any]] = []  # dropped from the end first when over the size budget
 
     if meta.get("changed"):
-        blocks.append(
-            _section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}")
-        )
+        blocks.append(_section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}"))
 
     if d.status is Status.FAILURE and d.signature:
         facts = [
@@ -260,9 +257,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
 
     if d.status is Status.FAILURE:
         if d.root_causes:
-            blocks.append(
-                _section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes))
-            )
+            blocks.append(_section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes)))
         if d.fix:
             blocks.append(_section("*Fix*\n" + _numbered(_fix_lines(d))))
         if d.decision_path:
@@ -334,9 +329,7 @@ def evidence_text(d: Diagnosis) -> str:
     out = [f"{d.headline}", ""]
     if d.initiating is not None:
         ev = d.initiating
-        out.append(
-            f"Initiating line: {ev.file}:{ev.line} rank={ev.rank} host={ev.host} time={ev.time}"
-        )
+        out.append(f"Initiating line: {ev.file}:{ev.line} rank={ev.rank} host={ev.host} time={ev.time}")
         out.extend(f"  {line}" for line in ev.before)
         out.append(f"> {ev.text}")
         out.extend(f"  {line}" for line in ev.after)
@@ -360,9 +353,7 @@ def render_evidence(d: Diagnosis) -> RenderedMessage:
     blocks: list[dict[str, Any]] = [_header("Evidence")]
     ev = d.initiating
     if ev is not None:
-        blocks.append(
-            _code_section(f"*Initiating line* — {where(ev)}", [*ev.before, ev.text, *ev.after])
-        )
+        blocks.append(_code_section(f"*Initiating line* — {where(ev)}", [*ev.before, ev.text, *ev.after]))
     for g in d.downstream[:10]:
         ranks = ", ".join(str(r) for r in g.ranks[:20]) + (" …" if len(g.ranks) > 20 else "")
         title = f"*{downstream_line(g)}*" + (f" (ranks {ranks})" if ranks else "")
@@ -429,4 +420,43 @@ def render_choices(prompt: str, choices: Sequence[tuple[str, str]]) -> RenderedM
     labels = ", ".join(label for label, _ in choices)
     return RenderedMessage(
         text=clip(f"{escape(prompt)} {escape(labels)}", MAX_FALLBACK), blocks=blocks[:MAX_BLOCKS]
+    )
+
+
+def render_signature(sig: Signature) -> RenderedMessage:
+    """The "Explain" answer: a signature's full entry from the library."""
+    blocks: list[dict[str, Any]] = [
+        _header(sig.title),
+        _context(
+            f"`{escape(sig.id)}` · {escape(sig.category)} · {escape(sig.severity.value)} · "
+            f"role {escape(sig.role.value)}"
+        ),
+        _section(f"{escape(sig.summary)}\n\n*How it happens:* {escape(sig.mechanism)}"),
+    ]
+    if sig.root_causes:
+        blocks.append(_section("*Root causes*\n" + _bullets(escape(c) for c in sig.root_causes)))
+    if sig.confirm:
+        blocks.append(_section("*To confirm*\n" + _bullets(escape(c) for c in sig.confirm)))
+    if sig.fix:
+        steps = []
+        for step in sig.fix:
+            line = escape(step.step)
+            if step.command:
+                command = escape(step.command).replace("`", "'")
+                line += f"\n    `{command}`"
+            if step.why:
+                line += f"\n    _{escape(step.why)}_"
+            steps.append(line)
+        blocks.append(_section("*Fix*\n" + _numbered(steps)))
+    if sig.prevention:
+        blocks.append(_section("*Prevention*\n" + _bullets(escape(p) for p in sig.prevention)))
+    steps = sig.decision_path.steps()
+    blocks.append(_section("*Decision path*\n" + _numbered(escape(s) for s in steps)))
+    if sig.related:
+        blocks.append(_context("Related: " + ", ".join(f"`{escape(r)}`" for r in sig.related)))
+    if sig.references:
+        blocks.append(_context("References: " + " ".join(escape(r) for r in sig.references[:5])))
+    return RenderedMessage(
+        text=f"{escape(sig.title)}: {escape(sig.summary)}"[:MAX_FALLBACK],
+        blocks=blocks[:MAX_BLOCKS],
     )

@@ -57,7 +57,7 @@ def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
     async def denpex(ack: Any, command: dict[str, Any], client: AsyncWebClient) -> None:
         sub, rest = parse(str(command.get("text") or ""))
         channel = command.get("channel_id")
-        common = {
+        common: dict[str, Any] = {
             "channel": channel,
             "user": command.get("user_id"),
             "response_url": command.get("response_url"),
@@ -119,9 +119,7 @@ async def _diagnose(
         await enqueue(make_job(kind="notice", text=found, **_without(common)))
         return
     header = f"Diagnosis of {found.get('name')} (requested by <@{user}>)"
-    await enqueue(
-        make_job(kind="diagnose", logs=[log_ref(found)], header=header, **_without(common))
-    )
+    await enqueue(make_job(kind="diagnose", logs=[log_ref(found)], header=header, **_without(common)))
 
 
 def _without(common: dict[str, Any]) -> dict[str, Any]:

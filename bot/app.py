@@ -1,0 +1,237 @@
+"""The app factory: one aiohttp application with Slack's endpoint, the webhook, health, metrics
+and (unless disabled) the workers, all in one process.
+
+This is the composition root: it builds the Redis client, the queue, the store, the Slack client
+and the worker, and hands the handlers only what they need (plain callables), so ``handlers/``
+never imports ``bot/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import fakeredis
+import redis.asyncio as aioredis
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import followup_jobs, metrics
+from bot.keys import Keys
+from bot.queue import JobQueue
+from bot.redis_conn import PROTOCOL, SOCKET_TIMEOUT_S, embedded_server
+from bot.remote_logs import fetcher_from_settings
+from bot.reply import make_client
+from bot.routing import mount_webhook
+from bot.settings import Settings
+from bot.store import Store
+from bot.worker import Worker, WorkerLimits
+from handlers import actions, messages, slash
+from handlers.files import FileIntake
+from handlers.jobs import Job
+
+log = logging.getLogger(__name__)
+
+SLACK_PATH = "/slack/events"
+HEALTH_PATH = "/healthz"
+# Slack bodies are small; webhooks may carry an inline log (the webhook route checks its own cap).
+CLIENT_MAX_SIZE = 64 * 1024 * 1024
+RUNTIME: web.AppKey[Runtime] = web.AppKey("denpex_runtime")
+
+
+@dataclass
+class Runtime:
+    """What the running app holds: clients, queue, store, worker, and the worker tasks."""
+
+    settings: Settings
+    redis: aioredis.Redis
+    client: AsyncWebClient
+    queue: JobQueue
+    store: Store
+    evidence: followup_jobs.ThreadEvidence
+    worker: Worker
+    bolt: AsyncApp
+    own_redis: bool = False
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ready: bool = False
+
+    async def enqueue(self, job: Job) -> bool:
+        """Queue a job once per dedupe key."""
+        queued = await self.queue.enqueue(job)
+        if queued:
+            metrics.job_enqueued(job.source)
+        else:
+            metrics.job_duplicate(job.source)
+        return queued
+
+    async def is_diagnosis_thread(self, channel: str, thread_ts: str) -> bool:
+        """True when Denpex answered a diagnosis in this thread."""
+        return bool(await self.redis.exists(self.store.keys.thread(channel, thread_ts)))
+
+
+def redis_client(settings: Settings) -> tuple[aioredis.Redis, bool]:
+    """A client for REDIS_URL, or the in-process fakeredis when it is unset."""
+    if settings.redis_url:
+        client = aioredis.Redis.from_url(
+            settings.redis_url,
+            decode_responses=True,
+            protocol=PROTOCOL,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=5.0,
+            health_check_interval=30,
+        )
+        return client, True
+    fake: aioredis.Redis = fakeredis.FakeAsyncRedis(
+        server=embedded_server(), decode_responses=True, protocol=PROTOCOL
+    )
+    return fake, True
+
+
+def build_bolt(
+    settings: Settings,
+    client: AsyncWebClient,
+    *,
+    enqueue: Callable[[Job], Awaitable[bool]],
+    is_diagnosis_thread: Callable[[str, str], Awaitable[bool]],
+    process_before_response: bool = False,
+) -> AsyncApp:
+    """The Bolt app with every listener Denpex has (the manifest is checked against these)."""
+    bolt = AsyncApp(
+        client=client,
+        signing_secret=settings.slack_signing_secret or None,
+        process_before_response=process_before_response,
+        # Socket Mode carries no signature; HTTP requests are always verified.
+        request_verification_enabled=not settings.socket_mode,
+        logger=logging.getLogger("slack_bolt"),
+    )
+
+    @bolt.middleware
+    async def count_retries(req: Any, resp: BoltResponse, next: Callable[[], Any]) -> Any:
+        # Bolt ignores Slack's retry headers; the dedupe keys make retries harmless. Count them.
+        reason = req.headers.get("x-slack-retry-reason", [None])[0]
+        if reason:
+            metrics.slack_retry(str(reason))
+        return await next()
+
+    @bolt.error
+    async def on_error(error: Exception, body: dict[str, Any]) -> None:
+        # The one global handler for bugs: log the traceback; Slack still gets an answer.
+        log.error("listener failed for %s", body.get("type"), exc_info=error)
+
+    intake = FileIntake(
+        enqueue=enqueue,
+        is_diagnosis_thread=is_diagnosis_thread,
+        allowed=settings.channel_allowed,
+        max_log_bytes=settings.max_log_bytes,
+    )
+    slash.register(bolt, enqueue=enqueue, max_log_bytes=settings.max_log_bytes)
+    messages.register(bolt, enqueue=enqueue, is_diagnosis_thread=is_diagnosis_thread, intake=intake)
+    actions.register(bolt, enqueue=enqueue)
+    return bolt
+
+
+def create_app(
+    settings: Settings,
+    *,
+    redis: aioredis.Redis | None = None,
+    client: AsyncWebClient | None = None,
+    keys: Keys | None = None,
+    start_workers: bool = True,
+    process_before_response: bool = False,
+    worker_limits: WorkerLimits | None = None,
+) -> web.Application:
+    """The aiohttp application: ``/slack/events``, the webhook, ``/healthz``, ``/metrics``."""
+    own_redis = redis is None
+    if redis is None:
+        redis, _ = redis_client(settings)
+    keys = keys or Keys()
+    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    queue = JobQueue(redis, keys=keys)
+    store = Store(redis, keys=keys, retention_s=settings.retention_days * 86400)
+    evidence = followup_jobs.ThreadEvidence(redis, keys, settings.retention_days * 86400)
+    replier = followup_jobs.ThreadReplier(client, evidence)
+    worker = Worker(
+        queue,
+        store,
+        replier,
+        limits=worker_limits
+        or WorkerLimits(max_log_bytes=settings.max_log_bytes, job_timeout_s=settings.job_timeout_s),
+        concurrency=settings.workers,
+        url_fetcher=fetcher_from_settings(settings),
+    )
+    followup_jobs.install(worker, evidence)
+
+    holder: dict[str, Runtime] = {}
+
+    async def enqueue(job: Job) -> bool:
+        return await holder["rt"].enqueue(job)
+
+    async def is_thread(channel: str, thread_ts: str) -> bool:
+        return await holder["rt"].is_diagnosis_thread(channel, thread_ts)
+
+    bolt = build_bolt(
+        settings,
+        client,
+        enqueue=enqueue,
+        is_diagnosis_thread=is_thread,
+        process_before_response=process_before_response,
+    )
+    rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, own_redis)
+    holder["rt"] = rt
+
+    app = web.Application(client_max_size=CLIENT_MAX_SIZE)
+    app[RUNTIME] = rt
+
+    async def slack_events(request: web.Request) -> web.Response:
+        bolt_request = await to_bolt_request(request)
+        return await to_aiohttp_response(await bolt.async_dispatch(bolt_request))
+
+    async def healthz(request: web.Request) -> web.Response:
+        if not rt.ready:
+            return web.json_response({"ok": False, "status": "starting"}, status=503)
+        try:
+            await redis.ping()
+        except Exception as exc:  # an outage must show as unhealthy, not as a crash
+            return web.json_response({"ok": False, "status": f"redis: {exc}"}, status=503)
+        return web.json_response({"ok": True})
+
+    app.router.add_post(SLACK_PATH, slack_events)
+    app.router.add_get(HEALTH_PATH, healthz)
+    metrics.mount(app, _queue_probe(queue))
+    mount_webhook(app, settings, queue=rt, redis=redis)
+
+    async def on_startup(_app: web.Application) -> None:
+        await queue.setup()
+        if start_workers:
+            rt.tasks = [asyncio.create_task(worker.run(rt.stop), name="denpex-worker")]
+        rt.ready = True
+
+    async def on_cleanup(_app: web.Application) -> None:
+        rt.ready = False
+        rt.stop.set()
+        for task in rt.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await worker.close()
+        if rt.own_redis:
+            await redis.aclose()
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
+
+
+def _queue_probe(queue: JobQueue) -> Callable[[], Awaitable[tuple[int | None, int | None]]]:
+    async def probe() -> tuple[int | None, int | None]:
+        stats = await queue.stats()
+        return stats.get("lag"), stats.get("pending")
+
+    return probe
