@@ -17,6 +17,7 @@ from rich.table import Table
 from signatures import Diagnosis, InputError, Signature, SignatureError, Source, Status, diagnose
 from signatures.docs import render_signatures_markdown
 from signatures.engine import default_library
+from signatures.library import Library
 from signatures.spec import load_signatures
 
 
@@ -30,6 +31,10 @@ def add_commands(sub: Any) -> None:
         default=3,
         metavar="N",
         help="context lines around the initiating line",
+    )
+    p.add_argument("--processes", type=int, default=1, metavar="N", help="read several files in N processes")
+    p.add_argument(
+        "--library", type=Path, metavar="DIR", help="a signature library folder (default: bundled)"
     )
     p.set_defaults(func=run_diagnose)
 
@@ -61,7 +66,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
         for name in args.files
     ]
     try:
-        diagnosis = diagnose(sources)
+        library = Library.load(args.library) if args.library else None
+        diagnosis = diagnose(sources, library=library, processes=max(args.processes, 1))
     except InputError as exc:
         return _fail(str(exc))
     except SignatureError as exc:
@@ -86,7 +92,8 @@ def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None
     sub = f"{d.signature.category} · {d.signature.id} · " if d.signature else ""
     console.print(
         Panel(
-            f"[bold]{escape(title)}[/bold]\n{escape(sub)}status {d.status.value} · confidence {d.confidence:.2f}",
+            f"[bold]{escape(title)}[/bold]\n{escape(sub)}"
+            f"status {d.status.value} · confidence {d.confidence:.2f}",
             border_style=colour,
             title="denpex",
         )
@@ -127,8 +134,7 @@ def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None
     _section(console, "What I still need", d.missing_facts)
     if d.environment:
         console.print(
-            "\n[bold]Environment[/bold]  "
-            + escape(", ".join(f"{k} {v}" for k, v in d.environment.items()))
+            "\n[bold]Environment[/bold]  " + escape(", ".join(f"{k} {v}" for k, v in d.environment.items()))
         )
     if d.related:
         console.print("\n[bold]Related[/bold]  " + escape(", ".join(d.related)))
@@ -137,9 +143,7 @@ def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None
     )
 
 
-def _section(
-    console: Console, title: str, items: tuple[str, ...], *, numbered: bool = False
-) -> None:
+def _section(console: Console, title: str, items: tuple[str, ...], *, numbered: bool = False) -> None:
     if not items:
         return
     console.print(f"\n[bold]{title}[/bold]")
@@ -171,9 +175,7 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_row(s.id, s.category, s.role.value, s.title)
     Console().print(table)
     counts = Counter(s.category for s in chosen)
-    Console().print(
-        ", ".join(f"{c}: {n}" for c, n in sorted(counts.items())) + f" · {len(chosen)} in all"
-    )
+    Console().print(", ".join(f"{c}: {n}" for c, n in sorted(counts.items())) + f" · {len(chosen)} in all")
     return 0
 
 
@@ -188,7 +190,8 @@ def run_show(args: argparse.Namespace) -> int:
     console = Console()
     console.print(
         Panel(
-            f"[bold]{escape(sig.title)}[/bold]\n{sig.id} · {sig.category} · {sig.role.value} · {sig.severity.value}"
+            f"[bold]{escape(sig.title)}[/bold]\n"
+            f"{sig.id} · {sig.category} · {sig.role.value} · {sig.severity.value}"
         )
     )
     console.print(escape(sig.summary))

@@ -21,7 +21,12 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
         members = sorted((s for s in signatures if s.category == category), key=lambda s: s.id)
         out += [f"## {category} ({len(members)})", ""]
         for s in members:
-            out += [f"### `{s.id}`: {s.title}", "", f"role: **{s.role.value}** · severity: {s.severity.value}", ""]
+            out += [
+                f"### `{s.id}`: {s.title}",
+                "",
+                f"role: **{s.role.value}** · severity: {s.severity.value}",
+                "",
+            ]
             for fp in s.fingerprints:
                 kind = "literal" if fp.literal is not None else "regex"
                 text = fp.text.replace("`", "\\`")

@@ -13,14 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
+from signatures.errors import InputTooLarge
 from signatures.hits import TextScan, read_text
-from signatures.library import Kind, Library
+from signatures.library import Library
 from signatures.ranking import (
     TIER_BENIGN,
     TIER_DOWNSTREAM,
     TIER_INITIATING,
     TIER_UNKNOWN,
-    TIER_WORDS,
     TIER_WRAPPER,
     Candidate,
     candidates,
@@ -30,7 +30,10 @@ from signatures.redact import redact
 from signatures.sources import DEFAULT_LIMITS, Limits, Source, _Budget, as_source, open_texts
 from signatures.spec import Signature
 
-COLLECT_ENV = "Attach the output of `python -m torch.utils.collect_env` from a failing node (torch, CUDA, NCCL and driver versions)."
+COLLECT_ENV = (
+    "Attach the output of `python -m torch.utils.collect_env` from a failing node "
+    "(torch, CUDA, NCCL and driver versions)."
+)
 MAX_MISSING = 4
 
 __all__ = ["DEFAULT_LIMITS", "Finding", "Limits", "default_library", "diagnose", "find_all", "scan_sources"]
@@ -47,16 +50,33 @@ def scan_sources(
     *,
     library: Library | None = None,
     limits: Limits | None = None,
+    processes: int = 1,
 ) -> list[TextScan]:
-    """Read every text of every source; raise InputError on the first unreadable one."""
+    """Read every text of every source; raise InputError on the first unreadable one.
+
+    With ``processes`` > 1 and several files on disk, files are read in a process pool (one file
+    per task, as one log per rank is common); results are merged in the order given.
+    """
     library = library or default_library()
     limits = limits or DEFAULT_LIMITS
-    budget = _Budget(limits)
-    scans: list[TextScan] = []
-    for source in sources:
-        src = as_source(source)
-        for name, chunks in open_texts(src, limits, budget):
-            scans.append(read_text(library, name, len(scans), chunks))
+    items = [as_source(s) for s in sources]
+    on_disk = [s for s in items if s.path is not None]
+    if processes > 1 and len(on_disk) > 1 and len(on_disk) == len(items):
+        from signatures import parallel  # the pool machinery costs start-up time; load it on demand
+
+        per_source = parallel.scan_files(items, library, limits, processes)
+    else:
+        budget = _Budget(limits)
+        per_source = [
+            [read_text(library, name, 0, chunks) for name, chunks in open_texts(src, limits, budget)]
+            for src in items
+        ]
+    scans = [scan for group in per_source for scan in group]
+    total = sum(s.bytes for s in scans)
+    if total > limits.max_bytes:
+        raise InputTooLarge(f"the logs add up to more than {limits.max_bytes} bytes, the limit")
+    for index, scan in enumerate(scans):
+        scan.renumber(index)
     return scans
 
 
@@ -65,10 +85,11 @@ def diagnose(
     *,
     library: Library | None = None,
     limits: Limits | None = None,
+    processes: int = 1,
 ) -> Diagnosis:
     """Name the initiating failure across ``sources`` (one diagnosis for all of them)."""
     library = library or default_library()
-    scans = scan_sources(sources, library=library, limits=limits)
+    scans = scan_sources(sources, library=library, limits=limits, processes=processes)
     return assemble(scans, library)
 
 
@@ -110,11 +131,17 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     bytes_read = sum(s.bytes for s in scans)
     if not ranked:
         return Diagnosis(
-            status=Status.CLEAN, signature=None, confidence=0.8, initiating=None,
+            status=Status.CLEAN,
+            signature=None,
+            confidence=0.8,
+            initiating=None,
             why=("No line matched a failure signature or looked like an error.",),
             summary="No failure found in the log.",
             missing_facts=_clean_missing(environment),
-            environment=environment, files=files, lines_read=lines_read, bytes_read=bytes_read,
+            environment=environment,
+            files=files,
+            lines_read=lines_read,
+            bytes_read=bytes_read,
         )
     top = ranked[0]
     sig = top.signature
@@ -122,7 +149,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     groups = _downstream(ranked[1:], top, scans)
     initiating = _evidence(top)
     why = _why(top, groups, ranked)
-    if sig is None or status is Status.CLEAN and top.tier != TIER_BENIGN:
+    if sig is None or (status is Status.CLEAN and top.tier != TIER_BENIGN):
         knowledge: dict[str, object] = {}
     else:
         knowledge = _knowledge(sig)
@@ -185,7 +212,7 @@ def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]
         key = c.signature.id if c.signature else "(unrecognized)"
         groups.setdefault(key, []).append(c)
     out = []
-    for key, members in groups.items():
+    for members in groups.values():
         first = members[0]  # already in ranking order
         sig = first.signature
         ranks = sorted({r for c in members if (r := c.hit.rank) is not None})
@@ -199,8 +226,9 @@ def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]
                 role=first.role if sig else "unknown",
                 count=total,
                 ranks=tuple(ranks),
-                first=Evidence(file=redact(first.hit.file), line=first.line, text=redact(first.text),
-                               rank=first.hit.rank),
+                first=Evidence(
+                    file=redact(first.hit.file), line=first.line, text=redact(first.text), rank=first.hit.rank
+                ),
             )
         )
     out.sort(key=lambda g: (-g.count, g.signature.id if g.signature else ""))
@@ -273,23 +301,31 @@ def _confidence(top: Candidate, ranked: list[Candidate], groups: list[Downstream
     return round(min(score, 0.95), 2)
 
 
-def _missing(top: Candidate, groups: list[DownstreamGroup], env: dict[str, str], scans: Sequence[TextScan]) -> list[str]:
+def _missing(
+    top: Candidate, groups: list[DownstreamGroup], env: dict[str, str], scans: Sequence[TextScan]
+) -> list[str]:
     out: list[str] = []
     sig = top.signature
     if top.tier in (TIER_DOWNSTREAM, TIER_WRAPPER):
-        reporting = sorted({r for g in groups for r in g.ranks} | ({top.hit.rank} if top.hit.rank is not None else set()))
+        reporting = sorted(
+            {r for g in groups for r in g.ranks} | ({top.hit.rank} if top.hit.rank is not None else set())
+        )
         world = int(env["world_size"]) if env.get("world_size", "").isdigit() else None
         silent = [r for r in range(world) if r not in reporting] if world and world <= 4096 else []
         named = top.hit.groups.get("rank") or top.hit.groups.get("local_rank")
         if top.tier == TIER_WRAPPER and named:
-            out.append(f"The launcher only re-reports a failure of rank {named}: attach rank {named}'s own log, which holds the real error.")
+            out.append(
+                f"The launcher only re-reports a failure of rank {named}: "
+                f"attach rank {named}'s own log, which holds the real error."
+            )
         elif silent and len(silent) <= 16:
             out.append(
                 f"Only consequences were found. Ranks {_ranks(silent)} did not report them: attach "
-                f"{'that rank' if len(silent) == 1 else 'those ranks'}' log{'s' if len(silent) > 1 else ''}, where the first failure is likely."
+                f"{'that rank' if len(silent) == 1 else 'those ranks'}' "
+                f"log{'s' if len(silent) > 1 else ''}, where the first failure is likely."
             )
         else:
-            given = f"only {len(scans)} log{'s' if len(scans) != 1 else ''} {'were' if len(scans) != 1 else 'was'} given"
+            given = "only one log was given" if len(scans) == 1 else f"only {len(scans)} logs were given"
             out.append(
                 f"Only consequences were found and {given}: attach the logs of every rank (or the "
                 "launcher's full output) so the rank that failed first can be found."
@@ -299,10 +335,16 @@ def _missing(top: Candidate, groups: list[DownstreamGroup], env: dict[str, str],
             if fact.unless_env and all(k in env for k in fact.unless_env):
                 continue
             out.append(fact.ask)
-    if top.tier != TIER_BENIGN and not {"torch", "cuda"} <= env.keys() and not any("collect_env" in x for x in out):
+    if (
+        top.tier != TIER_BENIGN
+        and not {"torch", "cuda"} <= env.keys()
+        and not any("collect_env" in x for x in out)
+    ):
         out.append(COLLECT_ENV)
     if top.signature is None and top.tier <= TIER_UNKNOWN:
-        out.insert(0, "No signature knows this error: attach the full traceback and the lines just before it.")
+        out.insert(
+            0, "No signature knows this error: attach the full traceback and the lines just before it."
+        )
     return out[:MAX_MISSING]
 
 
@@ -311,5 +353,3 @@ def _clean_missing(env: dict[str, str]) -> tuple[str, ...]:
         "If the job did fail, attach the end of every rank's log (the launcher's output and each "
         "rank's stderr): this log shows no error.",
     )
-
-

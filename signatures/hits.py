@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
@@ -19,6 +20,7 @@ BEFORE_LINES = 60  # enough to walk a traceback back to its header
 AFTER_LINES = 12
 MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
 CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
+LOCATE_PER_CHUNK = 2048  # lines one pattern may claim in one chunk
 
 
 @dataclass
@@ -61,16 +63,28 @@ class TextScan:
     counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
     facts: dict[str, str] = field(default_factory=dict)
 
+    def renumber(self, file_index: int) -> None:
+        """Give this text its place among all texts of a diagnosis."""
+        self.file_index = file_index
+        for hit in self.hits:
+            hit.file_index = file_index
 
-def read_text(
-    library: Library, name: str, file_index: int, chunks: Iterator[bytes]
-) -> TextScan:
+    def detach(self) -> None:
+        """Replace matchers by their ids, so the scan pickles small across processes."""
+        for hit in self.hits:
+            hit.matcher = cast(Matcher, hit.matcher.pid)
+
+    def attach(self, library: Library) -> None:
+        for hit in self.hits:
+            hit.matcher = library.matchers[cast(int, hit.matcher)]
+
+
+def read_text(library: Library, name: str, file_index: int, chunks: Iterator[bytes]) -> TextScan:
     """Scan one text's chunks and return its verified hits."""
     result = TextScan(name=name, file_index=file_index)
     default_rank = rank_from_name(name)
     scanner = library.scanner
     matchers = library.matchers
-    located: dict[int, int] = {}
     kept_context: dict[int, int] = {}
     done_facts: set[str] = set()
     prev_tail: list[bytes] = []
@@ -84,25 +98,33 @@ def read_text(
             by_line: dict[int, list[Matcher]] = {}
             for pid in ids:
                 matcher = matchers[pid]
-                if located.get(pid, 0) >= matcher.cap:
+                if result.counts.get(pid, 0) >= matcher.cap:
                     continue
                 if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
                     continue
-                for m in matcher.locate.finditer(chunk):
+                for n, m in enumerate(matcher.locate.finditer(chunk)):
+                    if n >= LOCATE_PER_CHUNK:
+                        break  # a pattern on every line of a chunk: later chunks still get their turn
                     start = chunk.rfind(b"\n", 0, m.start()) + 1
                     entries = by_line.setdefault(start, [])
                     if matcher not in entries:
                         entries.append(matcher)
-                        located[pid] = located.get(pid, 0) + 1
-                        if located[pid] >= matcher.cap:
-                            break
             counted_to, line_no = 0, base
             for start in sorted(by_line):
                 line_no += chunk.count(b"\n", counted_to, start)
                 counted_to = start
                 _record_line(
-                    result, library, chunk, start, line_no + 1, by_line[start], prev_tail, next_chunk,
-                    default_rank, kept_context, done_facts,
+                    result,
+                    library,
+                    chunk,
+                    start,
+                    line_no + 1,
+                    by_line[start],
+                    prev_tail,
+                    next_chunk,
+                    default_rank,
+                    kept_context,
+                    done_facts,
                 )
         newlines = chunk.count(b"\n")
         base += newlines
@@ -177,7 +199,9 @@ def _record_line(
                 hit.before = tuple(_short(x) for x in before_lines[-AFTER_LINES:])
                 hit.after = tuple(_short(x) for x in _lines_after(chunk, end, next_chunk))
                 if view.assert_offset is not None:
-                    hit.before = tuple(_short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset):])
+                    hit.before = tuple(
+                        _short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset) :]
+                    )
             result.hits.append(hit)
             break
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from signatures.environment import FACTS, FactPattern
 from signatures.patterns import literal_to_regex, scan_form
-from signatures.scan import ScanCompileError, ScanPattern, Scanner, make_scanner
+from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError, load_signatures
 
 
@@ -80,7 +80,10 @@ def _locate(regex: str, ignore_case: bool) -> re.Pattern[bytes]:
 class Library:
     """Signatures compiled for scanning. Build once per process; reuse for every diagnosis."""
 
-    def __init__(self, signatures: Sequence[Signature], *, backend: str | None = None) -> None:
+    def __init__(
+        self, signatures: Sequence[Signature], *, backend: str | None = None, root: Path | None = None
+    ) -> None:
+        self.root = root  # where it was loaded from (None: the bundled library)
         self.signatures = list(signatures)
         self.by_id = {s.id: s for s in self.signatures}
         self.backend = backend
@@ -88,9 +91,17 @@ class Library:
         scan_patterns: list[ScanPattern] = []
         owners: list[tuple[str, str]] = []  # (file, field) of each pattern, for errors
 
-        def add(kind: Kind, sig: Signature | None, scan: str, verify: re.Pattern[str], ignore_case: bool,
-                excludes: tuple[re.Pattern[str], ...], cap: int, owner: tuple[str, str],
-                fact: FactPattern | None = None) -> None:
+        def add(
+            kind: Kind,
+            sig: Signature | None,
+            scan: str,
+            verify: re.Pattern[str],
+            ignore_case: bool,
+            excludes: tuple[re.Pattern[str], ...],
+            cap: int,
+            owner: tuple[str, str],
+            fact: FactPattern | None = None,
+        ) -> None:
             pid = len(matchers)
             matchers.append(Matcher(pid, kind, sig, verify, _locate(scan, ignore_case), excludes, cap, fact))
             scan_patterns.append(ScanPattern(pid, scan, ignore_case))
@@ -100,14 +111,29 @@ class Library:
             excludes = tuple(_verify_regex(fp) for fp in sig.excludes)
             cap = CAP_BENIGN if sig.role.value == "benign" else CAP_SIGNATURE
             for i, fp in enumerate(sig.fingerprints):
-                add(Kind.SIGNATURE, sig, _scan_regex(fp), _verify_regex(fp), fp.ignore_case, excludes,
-                    cap, (sig.path, f"fingerprints[{i}]"))
-        add(Kind.EXCEPTION, None, _EXCEPTION_SCAN, _EXCEPTION_VERIFY, False, (), CAP_GENERIC,
-            ("(engine)", "exception"))
+                add(
+                    Kind.SIGNATURE,
+                    sig,
+                    _scan_regex(fp),
+                    _verify_regex(fp),
+                    fp.ignore_case,
+                    excludes,
+                    cap,
+                    (sig.path, f"fingerprints[{i}]"),
+                )
+        add(
+            Kind.EXCEPTION,
+            None,
+            _EXCEPTION_SCAN,
+            _EXCEPTION_VERIFY,
+            False,
+            (),
+            CAP_GENERIC,
+            ("(engine)", "exception"),
+        )
         add(Kind.FATAL, None, _FATAL_SCAN, _FATAL_VERIFY, False, (), CAP_GENERIC, ("(engine)", "fatal"))
         for fact in FACTS:
-            add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"),
-                fact)
+            add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"), fact)
         self.matchers = matchers
         self.scan_patterns = scan_patterns
         self._owners = owners
@@ -119,7 +145,7 @@ class Library:
     @classmethod
     def load(cls, root: Path | None = None, *, backend: str | None = None) -> Library:
         """Load, validate and compile; every problem is reported at once as a SignatureError."""
-        library = cls(load_signatures(root), backend=backend)
+        library = cls(load_signatures(root), backend=backend, root=root)
         library.compile()
         return library
 

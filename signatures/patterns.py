@@ -9,15 +9,12 @@ and no nested unbounded repeats (the shape that backtracks catastrophically in `
 from __future__ import annotations
 
 import re
+
+# Python 3.11+ keeps the regex parser private; its shape is stable across 3.11-3.13.
+import re._constants as sre_constants
+import re._parser as sre_parse
 from dataclasses import dataclass
 from typing import Any
-
-try:  # Python 3.11+ keeps the parser private; its shape is stable across 3.11-3.13.
-    import re._constants as sre_constants
-    import re._parser as sre_parse
-except ImportError:  # pragma: no cover
-    import sre_constants  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ def _walk(items: list[tuple[Any, Any]], *, nested_unbounded: bool) -> str | None
             if problem:
                 return problem
         if op in _REPEATS:
-            low, high, body = arg
+            _low, high, body = arg
             unbounded = high == _UNBOUNDED or high > 1000
             if unbounded and nested_unbounded:
                 return "nested unbounded repeats can backtrack catastrophically"

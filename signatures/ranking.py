@@ -31,8 +31,12 @@ TIER_LATE_UNKNOWN = 3  # an unknown error after a downstream symptom: likely its
 TIER_WRAPPER = 4
 TIER_BENIGN = 5
 
-_ROLE_TIER = {"initiating": TIER_INITIATING, "downstream": TIER_DOWNSTREAM, "wrapper": TIER_WRAPPER,
-              "benign": TIER_BENIGN}
+_ROLE_TIER = {
+    "initiating": TIER_INITIATING,
+    "downstream": TIER_DOWNSTREAM,
+    "wrapper": TIER_WRAPPER,
+    "benign": TIER_BENIGN,
+}
 TIER_WORDS = {
     TIER_INITIATING: "initiating",
     TIER_UNKNOWN: "unknown error",
@@ -74,13 +78,17 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
     for line_hits in by_line.values():
         signed = [h for h in line_hits if h.matcher.signature is not None]
         if signed:
-            best = min(signed, key=lambda h: (_tier(h.matcher.signature), -h.matcher.signature.priority))  # type: ignore[arg-type]
+            best = min(signed, key=_line_rank)
             sig = best.matcher.signature
             assert sig is not None
             cand = Candidate(best, sig, _tier(sig))
         else:
             hit = next((h for h in line_hits if h.matcher.kind is Kind.EXCEPTION), line_hits[0])
-            tier = TIER_INITIATING if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback else TIER_UNKNOWN
+            tier = (
+                TIER_INITIATING
+                if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback
+                else TIER_UNKNOWN
+            )
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
             if framed is not None and tier == TIER_INITIATING:
@@ -97,9 +105,14 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
     if not downstream:
         return
     for c in cands:
-        if c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN):
-            if any(_time_order(d, c) < 0 for d in downstream):
-                c.tier = TIER_LATE_UNKNOWN
+        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN)
+        if unknown and any(_time_order(d, c) < 0 for d in downstream):
+            c.tier = TIER_LATE_UNKNOWN
+
+
+def _line_rank(hit: Hit) -> tuple[int, int]:
+    sig = hit.matcher.signature
+    return (_tier(sig), -sig.priority if sig else 0)
 
 
 def _tier(sig: Signature | None) -> int:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from signatures.errors import BinaryInput, CorruptArchive, InputTooLarge, UnreadableInput
 
@@ -84,7 +84,9 @@ class _Budget:
             )
 
 
-def open_texts(source: Source, limits: Limits, budget: _Budget | None = None) -> Iterator[tuple[str, Iterator[bytes]]]:
+def open_texts(
+    source: Source, limits: Limits, budget: _Budget | None = None
+) -> Iterator[tuple[str, Iterator[bytes]]]:
     """Yield (name, chunks) for each text inside ``source``; raise InputError subclasses."""
     budget = budget or _Budget(limits)
     raw = _raw_blocks(source)
@@ -94,8 +96,9 @@ def open_texts(source: Source, limits: Limits, budget: _Budget | None = None) ->
         return
     if head.startswith(GZIP_MAGIC):
         compressed = _Counter(raw)
-        yield source.name, _text_chunks(
-            source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed
+        yield (
+            source.name,
+            _text_chunks(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
         )
         return
     yield source.name, _text_chunks(source.name, raw, limits, budget, None)
@@ -209,7 +212,8 @@ def _zip_texts(
         declared = sum(m.file_size for m in members)
         if declared > limits.max_bytes:
             raise InputTooLarge(
-                f"{source.name}: the zip expands to {_size(declared)}, past the {_size(limits.max_bytes)} limit"
+                f"{source.name}: the zip expands to {_size(declared)}, "
+                f"past the {_size(limits.max_bytes)} limit"
             )
         if not members:
             raise UnreadableInput(f"{source.name}: the zip archive is empty")
@@ -225,7 +229,7 @@ def _zip_texts(
 
 
 def _member_chunks(
-    name: str, member: zipfile.ZipInfo, handle: BinaryIO, limits: Limits, budget: _Budget
+    name: str, member: zipfile.ZipInfo, handle: IO[bytes], limits: Limits, budget: _Budget
 ) -> Iterator[bytes]:
     compressed = max(member.compress_size, 1)
 

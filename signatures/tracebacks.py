@@ -90,7 +90,9 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         if CARETS.match(prev):
             continue
         if not frames and skipped_heads < 2 and (_WRAPPER_HEAD.search(prev) or EXCEPTION.match(prev)):
-            skipped_heads += 1  # e.g. "BackendCompilerFailed: backend='inductor' raised:" above the inner error
+            skipped_heads += (
+                1  # e.g. "BackendCompilerFailed: backend='inductor' raised:" above the inner error
+            )
             continue
         break
     frames.reverse()
