@@ -85,8 +85,7 @@ def host_allowed(host: str, allowlist: frozenset[str]) -> bool:
     if host in allowlist:
         return True
     return any(
-        entry.startswith("*.") and host.endswith(entry[1:]) and host != entry[2:]
-        for entry in allowlist
+        entry.startswith("*.") and host.endswith(entry[1:]) and host != entry[2:] for entry in allowlist
     )
 
 
@@ -181,15 +180,11 @@ class RemoteLogFetcher:
         # checking resolver, and goes where the check said.
         connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, trust_env=False
-        ) as session:
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as session:
             current = check_url(url, self.allowlist)
             for _ in range(self.max_redirects + 1):
                 try:
-                    async with session.get(
-                        current, allow_redirects=False, auto_decompress=False
-                    ) as response:
+                    async with session.get(current, allow_redirects=False, auto_decompress=False) as response:
                         if response.status in REDIRECT_STATUSES:
                             location = response.headers.get("Location")
                             if not location:
@@ -200,9 +195,7 @@ class RemoteLogFetcher:
                             raise RemoteLogError(f"log_url answered HTTP {response.status}")
                         return await self._save(response, dest)
                 except aiohttp.ClientError as exc:
-                    raise RemoteLogError(
-                        f"log_url could not be fetched ({type(exc).__name__})"
-                    ) from exc
+                    raise RemoteLogError(f"log_url could not be fetched ({type(exc).__name__})") from exc
             raise RefusedURL(f"log_url redirected more than {self.max_redirects} times")
 
     async def _save(self, response: aiohttp.ClientResponse, dest: Path) -> int:

@@ -89,9 +89,7 @@ def parse_routes(data: Any, *, source: str, default: str | None = None) -> Route
         problems.append(f"{source}: routes: must be a list")
         raw_routes = []
     routes = [
-        r
-        for i, item in enumerate(raw_routes)
-        if (r := _route(item, f"{source}: routes[{i}]", problems))
+        r for i, item in enumerate(raw_routes) if (r := _route(item, f"{source}: routes[{i}]", problems))
     ]
     if problems:
         raise RoutingError("\n".join(problems))
@@ -130,9 +128,7 @@ def _route(item: Any, where: str, problems: list[str]) -> Route | None:
         match = {}
     for key, pattern in match.items():
         if key not in MATCH_KEYS:
-            problems.append(
-                f"{where}.match.{key}: unknown field (expected one of {', '.join(MATCH_KEYS)})"
-            )
+            problems.append(f"{where}.match.{key}: unknown field (expected one of {', '.join(MATCH_KEYS)})")
         elif not isinstance(pattern, str) or not pattern:
             problems.append(f"{where}.match.{key}: must be a non-empty glob string")
     if len(problems) > before:
@@ -164,7 +160,5 @@ def mount_webhook(app: web.Application, settings: Settings, *, queue: Any, redis
         check_log_url=check_log_url,
         on_answer=metrics.webhook_answered,
     )
-    limiter = TokenBucket(
-        redis, rate=settings.webhook_rate, burst=settings.webhook_burst, prefix=RATE_PREFIX
-    )
+    limiter = TokenBucket(redis, rate=settings.webhook_rate, burst=settings.webhook_burst, prefix=RATE_PREFIX)
     webhook.register(app, queue=queue, config=config, limiter=limiter)

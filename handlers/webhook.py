@@ -83,16 +83,12 @@ def signature_valid(secret: str, timestamp: str, body: bytes, header: str) -> bo
     return found
 
 
-def register(
-    app: web.Application, *, queue: Enqueuer, config: WebhookConfig, limiter: Limiter
-) -> None:
+def register(app: web.Application, *, queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> None:
     """Mount ``POST /webhooks/job-failure`` on ``app``."""
     app.router.add_post(PATH, _handler(queue, config, limiter))
 
 
-def _handler(
-    queue: Enqueuer, config: WebhookConfig, limiter: Limiter
-) -> Callable[[web.Request], Any]:
+def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callable[[web.Request], Any]:
     async def job_failure(request: web.Request) -> web.Response:
         response = await answer(request)
         if config.on_answer is not None:
@@ -143,9 +139,7 @@ async def _read_body(request: web.Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _authenticate(
-    request: web.Request, body: bytes, config: WebhookConfig, key_id: str
-) -> str | None:
+def _authenticate(request: web.Request, body: bytes, config: WebhookConfig, key_id: str) -> str | None:
     secret = config.secrets.get(key_id)
     timestamp = request.headers.get(TIMESTAMP_HEADER, "")
     signature = request.headers.get(SIGNATURE_HEADER, "")
@@ -217,11 +211,7 @@ def _links(value: Any) -> dict[str, str]:
         raise BadRequest("links must be an object of at most 10 {label: http(s) URL}")
     links: dict[str, str] = {}
     for label, url in value.items():
-        if (
-            not isinstance(url, str)
-            or urlparse(url).scheme not in ("http", "https")
-            or len(url) > 2000
-        ):
+        if not isinstance(url, str) or urlparse(url).scheme not in ("http", "https") or len(url) > 2000:
             raise BadRequest(f"links.{label} must be an http(s) URL")
         links[str(label)[:SHORT_MAX]] = redact(url)
     return links
@@ -235,9 +225,7 @@ def _logs(data: dict[str, Any], job_id: str, config: WebhookConfig) -> list[LogR
             raise BadRequest("log must be a string (the log's text)")
         if text:
             name = f"{data.get('job_name') or job_id}.log"
-            logs.append(
-                LogRef(kind="inline", name=name, file_id=None, url=None, size=len(text), text=text)
-            )
+            logs.append(LogRef(kind="inline", name=name, file_id=None, url=None, size=len(text), text=text))
     url = data.get("log_url")
     if url is not None:
         if not isinstance(url, str) or not url:
@@ -260,9 +248,7 @@ def _diagnosis(value: Any) -> dict[str, Any] | None:
     try:
         Diagnosis.from_dict(value)
     except (KeyError, ValueError, TypeError, AttributeError) as exc:
-        raise BadRequest(
-            f"diagnosis is not a valid Diagnosis ({exc.__class__.__name__}: {exc})"
-        ) from None
+        raise BadRequest(f"diagnosis is not a valid Diagnosis ({exc.__class__.__name__}: {exc})") from None
     # The sender's engine redacted it; redact again here, because this text came from outside.
     redacted: dict[str, Any] = _redact_all(value)
     return redacted

@@ -80,9 +80,7 @@ def fetcher(
     timeout_s: float = 5.0,
     max_redirects: int = 5,
 ) -> RemoteLogFetcher:
-    return RemoteLogFetcher(
-        allow, max_bytes=max_bytes, timeout_s=timeout_s, max_redirects=max_redirects
-    )
+    return RemoteLogFetcher(allow, max_bytes=max_bytes, timeout_s=timeout_s, max_redirects=max_redirects)
 
 
 async def test_allow_listed_url_is_streamed_to_a_file(server: LogServer, tmp_path: Path) -> None:
@@ -155,9 +153,7 @@ async def test_redirect_loop_stops(server: LogServer) -> None:
         ("0.0.0.0", "not a unicast"),
     ],
 )
-def test_metadata_and_link_local_literals_are_refused_even_when_listed(
-    address: str, reason: str
-) -> None:
+def test_metadata_and_link_local_literals_are_refused_even_when_listed(address: str, reason: str) -> None:
     host = f"[{address}]" if ":" in address else address
     with pytest.raises(RefusedURL, match=reason):
         check_url(f"http://{host}/log", parse_allowlist(address))
@@ -221,9 +217,7 @@ async def test_connection_goes_to_the_checked_address(server: LogServer, tmp_pat
         timeout_s=5.0,
         resolve=resolving_to("127.0.0.1"),
     )
-    path = await remote.fetch_to_temp(
-        f"http://logs.internal:{server.port}/a.log", directory=tmp_path
-    )
+    path = await remote.fetch_to_temp(f"http://logs.internal:{server.port}/a.log", directory=tmp_path)
     assert path.read_bytes() == LOG
 
 
@@ -234,9 +228,7 @@ async def test_declared_oversize_is_refused(server: LogServer, tmp_path: Path) -
     assert list(tmp_path.iterdir()) == []
 
 
-async def test_streamed_oversize_without_length_is_cut_off(
-    server: LogServer, tmp_path: Path
-) -> None:
+async def test_streamed_oversize_without_length_is_cut_off(server: LogServer, tmp_path: Path) -> None:
     async def endless(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse()
         response.enable_chunked_encoding()

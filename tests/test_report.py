@@ -16,10 +16,13 @@ import pytest
 from aiohttp import web
 
 from bot import report
+from bot.app import RUNTIME, create_app
 from bot.keys import Keys
 from bot.queue import JobQueue
+from bot.settings import Settings
 from handlers.jobs import Job
 from handlers.webhook import TokenBucket, WebhookConfig, register
+from tests.slack_standin import SlackStandin
 
 ROOT = Path(__file__).resolve().parents[1]
 INTEGRATIONS = ROOT / "deploy" / "integrations"
@@ -55,9 +58,7 @@ class Server:
 @pytest.fixture
 async def server(fake_redis: Any, key_prefix: str) -> AsyncIterator[Server]:
     queue = JobQueue(fake_redis, keys=Keys(key_prefix))
-    config = WebhookConfig(
-        secrets={"default": SECRET}, max_body_bytes=1 << 20, route=lambda *_: "C0DEFAULT"
-    )
+    config = WebhookConfig(secrets={"default": SECRET}, max_body_bytes=1 << 20, route=lambda *_: "C0DEFAULT")
     app = web.Application()
     limiter = TokenBucket(fake_redis, rate=10, burst=10, prefix=f"{key_prefix}:rate")
     register(app, queue=queue, config=config, limiter=limiter)
@@ -148,9 +149,7 @@ def test_url_and_secret_are_required_unless_dry_run(
     assert "--url and --secret-file are required" in capsys.readouterr().err
 
 
-def test_unreadable_log_is_a_clear_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_unreadable_log_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = parse(["report", str(tmp_path / "missing.log"), "--dry-run"])
     assert args.func(args) == 1
     assert "missing.log" in capsys.readouterr().err
@@ -247,3 +246,81 @@ async def test_slurm_epilog_reads_signals_and_raw_status(
 
 async def test_slurm_epilog_ignores_successful_jobs(tmp_path: Path) -> None:
     assert await run_epilog(tmp_path, SLURM_JOB_EXIT_CODE2="0:0") is None
+
+
+# -- end to end: the real app, the worker, the Slack stand-in ---------------------------------
+
+
+@dataclass
+class App:
+    base: str
+    runtime: Any
+    slack: SlackStandin
+
+
+@pytest.fixture
+async def denpex_app(fake_redis: Any, key_prefix: str, slack_api: SlackStandin) -> AsyncIterator[App]:
+    settings = Settings(
+        slack_bot_token=slack_api.token,
+        slack_signing_secret="signing-e2e",
+        slack_api_url=slack_api.api_url,
+        webhook_secret=SECRET,
+        default_channel="C0TRAINING",
+    )
+    app = create_app(settings, redis=fake_redis, keys=Keys(key_prefix), start_workers=False)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        yield App(f"http://127.0.0.1:{runner.addresses[0][1]}", app[RUNTIME], slack_api)
+    finally:
+        await runner.cleanup()
+
+
+async def test_report_ends_as_a_diagnosis_in_the_slack_thread(
+    denpex_app: App, log_file: Path, secret_file: Path
+) -> None:
+    argv = ["report", str(log_file), "--url", denpex_app.base, "--secret-file", str(secret_file)]
+    argv += ["--job-id", "e2e-1", "--job-name", "llama", "--cluster", "prod", "--exit-code", "1"]
+    args = parse(argv)
+    assert await asyncio.to_thread(args.func, args) == 0
+    assert await denpex_app.runtime.worker.drain(timeout_s=60) == 1
+
+    posts = denpex_app.slack.answered("chat.postMessage")
+    parent, *replies = posts
+    assert parent.args["channel"] == "C0TRAINING"
+    assert "Job llama (e2e-1) failed on prod with exit code 1" in parent.args["text"]
+    parent_ts = denpex_app.slack.messages[0].ts
+    assert replies and all(r.args.get("thread_ts") == parent_ts for r in replies)
+    answer = json.dumps([r.args for r in replies])
+    assert "out of memory" in answer.lower()
+    everything = json.dumps([c.args for c in denpex_app.slack.calls])
+    assert TOKEN not in everything and CANARY not in everything
+
+
+async def test_inline_log_is_diagnosed_by_the_worker_and_posted(
+    denpex_app: App, tmp_path: Path, secret_file: Path
+) -> None:
+    body = {"job_id": "e2e-inline", "job_name": "bert", "cluster": "dev", "exit_code": 1}
+    body["log"] = OOM_LOG
+    (tmp_path / "body.json").write_text(json.dumps(body))
+    if not (shutil.which("curl") and shutil.which("openssl")):
+        pytest.skip("curl and openssl are needed to run the example")
+    env = dict(os.environ, DENPEX_URL=denpex_app.base, DENPEX_SECRET_FILE=str(secret_file))
+    proc = await asyncio.create_subprocess_exec(
+        str(INTEGRATIONS / "curl" / "report-failure.sh"),
+        str(tmp_path / "body.json"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await proc.communicate()
+    assert json.loads(out) == {"job": "e2e-inline", "duplicate": False}
+    try:
+        assert await denpex_app.runtime.worker.drain(timeout_s=120) == 1
+    finally:
+        await denpex_app.runtime.worker.close()
+    replies = [c for c in denpex_app.slack.answered("chat.postMessage") if c.args.get("thread_ts")]
+    assert replies
+    answer = json.dumps([r.args for r in replies])
+    assert "out of memory" in answer.lower()
+    assert TOKEN not in json.dumps([c.args for c in denpex_app.slack.calls])

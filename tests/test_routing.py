@@ -50,9 +50,7 @@ def test_setting_default_applies_when_the_file_has_none(tmp_path: Path) -> None:
 
 
 def test_globs_are_case_sensitive() -> None:
-    router = parse_routes(
-        {"routes": [{"match": {"cluster": "Prod-*"}, "channel": "C1"}]}, source="inline"
-    )
+    router = parse_routes({"routes": [{"match": {"cluster": "Prod-*"}, "channel": "C1"}]}, source="inline")
     assert router.channel_for(cluster="Prod-a") == "C1"
     assert router.channel_for(cluster="prod-a") is None
 

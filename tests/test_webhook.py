@@ -275,17 +275,11 @@ async def test_disabled_without_a_secret(fake_redis: Any, key_prefix: str) -> No
     assert "DENPEX_WEBHOOK_SECRET" in answer["error"]
 
 
-async def test_token_bucket_is_shared_through_real_redis(
-    redis_client: Any, key_prefix: str
-) -> None:
+async def test_token_bucket_is_shared_through_real_redis(redis_client: Any, key_prefix: str) -> None:
     clock = [1000.0]
     # Two buckets stand for two web processes: they share one budget per sender.
-    a = TokenBucket(
-        redis_client, rate=1.0, burst=2, prefix=f"{key_prefix}:rate", clock=lambda: clock[0]
-    )
-    b = TokenBucket(
-        redis_client, rate=1.0, burst=2, prefix=f"{key_prefix}:rate", clock=lambda: clock[0]
-    )
+    a = TokenBucket(redis_client, rate=1.0, burst=2, prefix=f"{key_prefix}:rate", clock=lambda: clock[0])
+    b = TokenBucket(redis_client, rate=1.0, burst=2, prefix=f"{key_prefix}:rate", clock=lambda: clock[0])
     assert [await a.allow("s"), await b.allow("s"), await a.allow("s")] == [True, True, False]
     assert await b.allow("other-sender")
     clock[0] += 1.0  # one token back after a second at 1/s
@@ -300,8 +294,7 @@ def test_openssl_recipe_signs_like_the_server(tmp_path: Any) -> None:
     body = json.dumps(report()).encode()
     (tmp_path / "body.json").write_bytes(body)
     script = (
-        '{ printf "v1:%s:" "$TS"; cat body.json; } '
-        '| openssl dgst -sha256 -hmac "$SECRET" | sed "s/^.*= //"'
+        '{ printf "v1:%s:" "$TS"; cat body.json; } | openssl dgst -sha256 -hmac "$SECRET" | sed "s/^.*= //"'
     )
     out = subprocess.run(
         ["sh", "-c", script],
