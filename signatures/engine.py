@@ -168,7 +168,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         fix=tuple(knowledge.get("fix", ())),  # type: ignore[arg-type]
         decision_path=tuple(knowledge.get("decision_path", ())),  # type: ignore[arg-type]
         checklist=tuple(knowledge.get("checklist", ())),  # type: ignore[arg-type]
-        missing_facts=tuple(_missing(top, groups, environment, scans)),
+        missing_facts=tuple(_missing(top, ranked, groups, environment, scans)),
         related=tuple(sig.related) if sig else (),
         environment=environment,
         files=files,
@@ -302,11 +302,24 @@ def _confidence(top: Candidate, ranked: list[Candidate], groups: list[Downstream
 
 
 def _missing(
-    top: Candidate, groups: list[DownstreamGroup], env: dict[str, str], scans: Sequence[TextScan]
+    top: Candidate,
+    ranked: list[Candidate],
+    groups: list[DownstreamGroup],
+    env: dict[str, str],
+    scans: Sequence[TextScan],
 ) -> list[str]:
     out: list[str] = []
     sig = top.signature
-    if top.tier in (TIER_DOWNSTREAM, TIER_WRAPPER):
+    # A launcher's wrapper often names the rank that failed first ("rank : 12 (local_rank: 4)").
+    named_by_launcher = next(
+        (c.hit.groups["rank"] for c in ranked if c.tier == TIER_WRAPPER and "rank" in c.hit.groups), None
+    )
+    if top.tier == TIER_DOWNSTREAM and named_by_launcher is not None:
+        out.append(
+            f"The launcher says rank {named_by_launcher} failed first, but its error is not in the logs "
+            f"given: attach rank {named_by_launcher}'s log."
+        )
+    elif top.tier in (TIER_DOWNSTREAM, TIER_WRAPPER):
         reporting = sorted(
             {r for g in groups for r in g.ranks} | ({top.hit.rank} if top.hit.rank is not None else set())
         )

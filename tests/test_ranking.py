@@ -20,17 +20,28 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
             signature_doc("kernel-fault"),
             signature_doc("disk-broke", category="storage", priority=5),
             signature_doc(
-                "peer-timeout", role="downstream",
+                "peer-timeout",
+                role="downstream",
                 fingerprints=[{"regex": r"\[Rank (?P<rank>\d+)\] peer-timeout happened"}],
             ),
-            signature_doc("launcher-wrap", role="wrapper",
-                          fingerprints=[{"regex": r"launcher-wrap happened: rank (?P<rank>\d+)"}]),
+            signature_doc(
+                "launcher-wrap",
+                role="wrapper",
+                fingerprints=[{"regex": r"launcher-wrap happened: rank (?P<rank>\d+)"}],
+            ),
             signature_doc("noisy-warning", role="benign"),
-            signature_doc("wrapped-raise", category="torch-compile", role="wrapper",
-                          fingerprints=[{"literal": "BackendCompilerFailed: backend='inductor' raised:"}]),
-            signature_doc("inductor-bug", category="torch-compile",
-                          fingerprints=[{"literal": "LoweringException:"}],
-                          traceback_frames=[r"torch/_inductor/"]),
+            signature_doc(
+                "wrapped-raise",
+                category="torch-compile",
+                role="wrapper",
+                fingerprints=[{"literal": "BackendCompilerFailed: backend='inductor' raised:"}],
+            ),
+            signature_doc(
+                "inductor-bug",
+                category="torch-compile",
+                fingerprints=[{"literal": "LoweringException:"}],
+                traceback_frames=[r"torch/_inductor/"],
+            ),
         ],
     )
 
@@ -98,7 +109,10 @@ def test_healthy_log_is_clean(library: Library) -> None:
 
 
 def test_unknown_exception_is_unrecognized_with_its_line_not_the_header(library: Library) -> None:
-    log = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n    main()\nValueError: bad shape\n'
+    log = (
+        'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        "    main()\nValueError: bad shape\n"
+    )
     d = run(library, log)
     assert d.status is Status.UNRECOGNIZED and d.signature is None
     assert d.initiating and d.initiating.line == 4 and d.initiating.text == "ValueError: bad shape"
@@ -143,18 +157,33 @@ def test_unknown_error_after_a_downstream_symptom_loses_to_it(library: Library) 
 
 
 def test_one_line_many_signatures_takes_the_best_role(library: Library, tmp_path: Path) -> None:
-    lib = build_library(tmp_path, [
-        signature_doc("exit-nine", fingerprints=[{"literal": "failed (exitcode: -9)"}]),
-        signature_doc("child-failed", role="wrapper", fingerprints=[{"regex": r"failed \(exitcode: -?[0-9]+\)"}]),
-    ])
+    lib = build_library(
+        tmp_path,
+        [
+            signature_doc("exit-nine", fingerprints=[{"literal": "failed (exitcode: -9)"}]),
+            signature_doc(
+                "child-failed", role="wrapper", fingerprints=[{"regex": r"failed \(exitcode: -?[0-9]+\)"}]
+            ),
+        ],
+    )
     d = run(lib, "ERROR: failed (exitcode: -9) local_rank: 0\n")
     assert d.signature and d.signature.id == "exit-nine"
 
 
 def test_priority_breaks_ties_on_one_line(tmp_path: Path) -> None:
-    lib = build_library(tmp_path, [
-        signature_doc("general-oom", fingerprints=[{"literal": "out of memory"}]),
-        signature_doc("specific-oom", priority=10, fingerprints=[{"literal": "CUDA out of memory"}]),
-    ])
+    lib = build_library(
+        tmp_path,
+        [
+            signature_doc("general-oom", fingerprints=[{"literal": "out of memory"}]),
+            signature_doc("specific-oom", priority=10, fingerprints=[{"literal": "CUDA out of memory"}]),
+        ],
+    )
     d = run(lib, "RuntimeError: CUDA out of memory\n")
     assert d.signature and d.signature.id == "specific-oom"
+
+
+def test_launcher_named_rank_is_asked_for_when_only_timeouts_are_given(library: Library) -> None:
+    log = "[Rank 0] peer-timeout happened\n[Rank 1] peer-timeout happened\nlauncher-wrap happened: rank 12\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "peer-timeout"
+    assert d.missing_facts[0].startswith("The launcher says rank 12 failed first")
