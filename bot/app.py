@@ -43,6 +43,7 @@ SLACK_PATH = "/slack/events"
 HEALTH_PATH = "/healthz"
 # Slack bodies are small; webhooks may carry an inline log (the webhook route checks its own cap).
 CLIENT_MAX_SIZE = 64 * 1024 * 1024
+CLAIM_TTL_S = 24 * 3600
 RUNTIME: web.AppKey[Runtime] = web.AppKey("denpex_runtime")
 
 
@@ -64,13 +65,17 @@ class Runtime:
     ready: bool = False
 
     async def enqueue(self, job: Job) -> bool:
-        """Queue a job once per dedupe key."""
-        queued = await self.queue.enqueue(job)
-        if queued:
-            metrics.job_enqueued(job.source)
-        else:
-            metrics.job_duplicate(job.source)
-        return queued
+        """Queue a job once per dedupe key (the queue counts it in the metrics)."""
+        return await self.queue.enqueue(job)
+
+    async def claim(self, key: str) -> bool:
+        """SET NX on a fact (a file id): True for the first caller only, for a day."""
+        marker = self.store.keys.dedupe(f"claim:{key}")
+        return bool(await self.redis.set(marker, "1", nx=True, ex=CLAIM_TTL_S))
+
+    async def release(self, key: str) -> None:
+        """Undo a claim whose job could not be queued."""
+        await self.redis.delete(self.store.keys.dedupe(f"claim:{key}"))
 
     async def is_diagnosis_thread(self, channel: str, thread_ts: str) -> bool:
         """True when Denpex answered a diagnosis in this thread."""
@@ -101,6 +106,8 @@ def build_bolt(
     *,
     enqueue: Callable[[Job], Awaitable[bool]],
     is_diagnosis_thread: Callable[[str, str], Awaitable[bool]],
+    claim: Callable[[str], Awaitable[bool]],
+    release: Callable[[str], Awaitable[None]],
     process_before_response: bool = False,
 ) -> AsyncApp:
     """The Bolt app with every listener Denpex has (the manifest is checked against these)."""
@@ -131,6 +138,8 @@ def build_bolt(
         is_diagnosis_thread=is_diagnosis_thread,
         allowed=settings.channel_allowed,
         max_log_bytes=settings.max_log_bytes,
+        claim=claim,
+        release=release,
     )
     slash.register(bolt, enqueue=enqueue, max_log_bytes=settings.max_log_bytes)
     messages.register(bolt, enqueue=enqueue, is_diagnosis_thread=is_diagnosis_thread, intake=intake)
@@ -177,11 +186,19 @@ def create_app(
     async def is_thread(channel: str, thread_ts: str) -> bool:
         return await holder["rt"].is_diagnosis_thread(channel, thread_ts)
 
+    async def claim(key: str) -> bool:
+        return await holder["rt"].claim(key)
+
+    async def release(key: str) -> None:
+        await holder["rt"].release(key)
+
     bolt = build_bolt(
         settings,
         client,
         enqueue=enqueue,
         is_diagnosis_thread=is_thread,
+        claim=claim,
+        release=release,
         process_before_response=process_before_response,
     )
     rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, own_redis)

@@ -28,6 +28,8 @@ SHARE_POLL_DELAY_S = 0.5
 
 Enqueue = Callable[[Job], Awaitable[bool]]
 ThreadCheck = Callable[[str, str], Awaitable[bool]]
+Claim = Callable[[str], Awaitable[bool]]  # SET NX: True for the first caller of a key only
+Release = Callable[[str], Awaitable[None]]
 
 
 def is_log_file(f: Mapping[str, Any]) -> bool:
@@ -78,6 +80,8 @@ class FileIntake:
     is_diagnosis_thread: ThreadCheck
     allowed: Callable[[str | None], bool]
     max_log_bytes: int
+    claim: Claim
+    release: Release
 
     async def from_message(self, event: Mapping[str, Any], client: AsyncWebClient) -> bool:
         """A ``message``/``file_share`` event; returns True when a job was enqueued."""
@@ -167,10 +171,16 @@ class FileIntake:
             )
         if not logs:
             return False
+        # Each file is diagnosed once, whichever event (or retry) brings it first.
+        mine = [f for f in logs if await self.claim(f"file:{f.get('id')}")]
+        if not mine:
+            return False
+        logs = mine
         job = make_job(
             source="thread" if in_diagnosis else "file",
             kind="rediagnose" if in_diagnosis else "diagnose",
-            dedupe_key=key,
+            # The claims above are the real dedupe; this key makes a re-delivered job harmless.
+            dedupe_key=f"{key}:" + "+".join(sorted(str(f.get("id")) for f in logs)),
             channel=channel,
             thread_ts=reply_ts,
             logs=[log_ref(f) for f in logs],
@@ -178,7 +188,12 @@ class FileIntake:
             header=f"Diagnosis of {logs[0].get('name')}" if parent else None,
             meta={"message_ts": ts, "reaction": WORKING_REACTION},
         )
-        queued = await self.enqueue(job)
+        try:
+            queued = await self.enqueue(job)
+        except Exception:
+            for f in logs:  # not queued: let Slack's retry claim them again
+                await self.release(f"file:{f.get('id')}")
+            raise
         if queued and not parent:
             await add_reaction(client, channel, ts, WORKING_REACTION)
         return queued

@@ -16,6 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.files import Enqueue, is_log_file, log_ref, make_job, mb
 from handlers.jobs import LogRef
+from handlers.messages import unescape
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -109,7 +110,8 @@ async def _diagnose(
 ) -> None:
     user = command.get("user_id")
     if text:
-        ref = make_inline("pasted.log", text)
+        # Slack sends &, < and > as HTML entities; the engine needs the log as printed.
+        ref = make_inline("pasted.log", unescape(text))
         header = f"Diagnosis of a log pasted by <@{user}>" if user else "Diagnosis of a pasted log"
         await enqueue(make_job(kind="diagnose", logs=[ref], header=header, **_without(common)))
         return
