@@ -18,6 +18,7 @@ from signatures import Diagnosis, InputError, Signature, SignatureError, Source,
 from signatures.docs import render_signatures_markdown
 from signatures.engine import default_library
 from signatures.library import Library
+from signatures.scan import available_backends
 from signatures.spec import load_signatures
 
 
@@ -230,14 +231,15 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_lint(args: argparse.Namespace) -> int:
-    """Validate the library; print every problem with file, field and reason."""
+    """Validate the library and compile it with every scanning backend installed here."""
     try:
         signatures = load_signatures(args.root)
-        default_library().compile() if args.root is None else None
+        for backend in available_backends():
+            Library(signatures, backend=backend, root=args.root).compile()
     except SignatureError as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    print(f"{len(signatures)} signatures, no problems")
+    print(f"{len(signatures)} signatures, no problems (checked with {', '.join(available_backends())})")
     return 0
 
 
