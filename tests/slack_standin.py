@@ -111,7 +111,9 @@ class SlackStandin:
         self.base_url = f"http://127.0.0.1:{port}"
 
     async def close(self) -> None:
-        """Stop the server."""
+        """Stop the server (held downloads are released so none keeps it waiting)."""
+        if self.hold_downloads is not None:
+            self.hold_downloads.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
