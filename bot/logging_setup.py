@@ -126,3 +126,8 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level)
     return handler
+
+
+def configure_from_settings(settings: Any, level: str | int = "INFO") -> logging.Handler:
+    """JSON logs to stderr with every secret setting's value masked (``denpex serve``/``worker``)."""
+    return configure_logging(level, secrets=secrets_of(settings))

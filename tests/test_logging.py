@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from bot.keys import Keys
-from bot.logging_setup import bind_job, configure_logging, secrets_of
+from bot.logging_setup import bind_job, configure_from_settings, configure_logging, secrets_of
 from bot.queue import JobQueue
 from bot.reply import SlackReplier, make_client
 from bot.routing import mount_webhook
@@ -144,3 +144,26 @@ async def test_a_webhook_job_with_secrets_in_its_log_leaves_none_in_the_logs(
     # What reached Slack is redacted too.
     posted = json.dumps([call.args for call in slack_api.calls])
     assert HF_TOKEN not in posted and AWS_KEY not in posted
+
+
+def test_configure_from_settings_masks_every_secret_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    settings = Settings(
+        slack_bot_token="xoxb-77-abcdefgh",
+        slack_signing_secret="sign-secret-77",
+        webhook_secret="whsec-77",
+        redis_url="redis://:redis-pass-77@redis:6379/0",
+    )
+    root = logging.getLogger()
+    level = root.level
+    handler = configure_from_settings(settings)
+    try:
+        logging.getLogger("denpex.test").error(
+            "connect %s with %s, %s, %s", settings.redis_url, "sign-secret-77", "whsec-77", "xoxb-77-abcdefgh"
+        )
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    err = capsys.readouterr().err
+    assert json.loads(err)["level"] == "error"
+    for secret in ("redis-pass-77", "sign-secret-77", "whsec-77", "xoxb-77-abcdefgh"):
+        assert secret not in err
