@@ -111,7 +111,8 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
             return _error(401, refusal)
         sender = f"{key_id}@{request.remote or 'unknown'}"
         if not await limiter.allow(sender):
-            return _error(429, "too many reports from this sender; slow down", retry_after=True)
+            wait = getattr(limiter, "retry_after_s", 1)
+            return _error(429, "too many reports from this sender; slow down", retry_after=wait)
         try:
             job, job_id = _job_from_body(body, config)
         except BadRequest as exc:
@@ -120,7 +121,7 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
             fresh = await queue.enqueue(job)
         except Exception as exc:  # a full queue or Redis away: the sender should retry later
             log.warning("webhook job %s not queued: %s", job_id, exc)
-            return _error(503, "the report could not be queued; retry later", retry_after=True)
+            return _error(503, "the report could not be queued; retry later", retry_after=5)
         log.info("webhook job %s %s", job_id, "enqueued" if fresh else "duplicate")
         return web.json_response({"job": job_id, "duplicate": not fresh}, status=202)
 
@@ -282,8 +283,8 @@ def _header(
     return " ".join(parts)
 
 
-def _error(status: int, reason: str, *, retry_after: bool = False) -> web.Response:
-    headers = {"Retry-After": "1"} if retry_after else None
+def _error(status: int, reason: str, *, retry_after: int | None = None) -> web.Response:
+    headers = {"Retry-After": str(retry_after)} if retry_after else None
     return web.json_response({"error": reason}, status=status, headers=headers)
 
 
@@ -309,6 +310,8 @@ class TokenBucket:
         self.clock = clock
         # After this long unused, a bucket is full again; the key can go.
         self.ttl_s = max(1, math.ceil(burst / rate) + 1)
+        # Seconds until an empty bucket holds a token again (the 429's Retry-After).
+        self.retry_after_s = max(1, math.ceil(1 / rate))
 
     async def allow(self, sender: str) -> bool:
         """Take one token for ``sender``; False when the bucket is empty."""

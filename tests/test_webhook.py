@@ -259,6 +259,13 @@ async def test_flood_past_the_rate_limit_gets_429(endpoint: Endpoint) -> None:
     statuses = [(await post(endpoint.url, report(job_id=f"job-{i}")))[0] for i in range(8)]
     assert statuses == [202] * 5 + [429] * 3
     assert len(await endpoint.jobs()) == 5
+    raw = json.dumps(report(job_id="job-9")).encode()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(endpoint.url, data=raw, headers=signed(raw)) as resp,
+    ):
+        assert resp.status == 429
+        assert resp.headers["Retry-After"] == "1000"  # one token per 1000 s at rate 0.001/s
 
 
 async def test_disabled_without_a_secret(fake_redis: Any, key_prefix: str) -> None:
