@@ -165,7 +165,9 @@ def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     job_id = data.get("job_id")
     if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
         raise BadRequest("job_id is required: 1-200 characters of letters, digits and ._:@/+=-")
-    short = {name: _short(data, name) for name in SHORT_FIELDS}
+    raw = {name: _short(data, name) for name in SHORT_FIELDS}
+    # Routing sees the values as sent (a user may be an e-mail); what is stored and shown is redacted.
+    short = {name: redact(value) if value else None for name, value in raw.items()}
     exit_code = data.get("exit_code")
     if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
         raise BadRequest("exit_code must be an integer")
@@ -174,7 +176,7 @@ def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     precomputed = _diagnosis(data.get("diagnosis"))
     if not logs and precomputed is None:
         raise BadRequest("one of log, log_url or diagnosis is required")
-    channel = short["channel"] or config.route(short["cluster"], short["job_name"], short["user"])
+    channel = raw["channel"] or config.route(raw["cluster"], raw["job_name"], raw["user"])
     if not channel:
         raise BadRequest("channel: none given, no route matches and no default channel is set")
     meta = {"job_id": job_id} | {k: v for k, v in short.items() if v and k != "channel"}
@@ -202,7 +204,7 @@ def _short(data: dict[str, Any], name: str) -> str | None:
         return None
     if not isinstance(value, str) or len(value) > SHORT_MAX:
         raise BadRequest(f"{name} must be a string of at most {SHORT_MAX} characters")
-    return redact(value.strip()) or None
+    return value.strip() or None
 
 
 def _links(value: Any) -> dict[str, str]:

@@ -39,6 +39,8 @@ class Endpoint:
 def route(cluster: str | None, job_name: str | None, user: str | None) -> str | None:
     if cluster == "prod":
         return "C0PROD"
+    if user == "carol@example.com":
+        return "C0CAROL"
     return "C0DEFAULT" if user != "nobody" else None
 
 
@@ -208,8 +210,11 @@ async def test_log_url_on_the_allow_list_is_queued_for_the_worker(endpoint: Endp
 async def test_explicit_channel_wins_and_routing_applies_without_one(endpoint: Endpoint) -> None:
     await post(endpoint.url, report(job_id="a", channel="C0MINE"))
     await post(endpoint.url, report(job_id="b", cluster="dev"))
-    jobs = {job.meta["job_id"]: job.channel for job in await endpoint.jobs()}
-    assert jobs == {"a": "C0MINE", "b": "C0DEFAULT"}
+    await post(endpoint.url, report(job_id="c", cluster="dev", user="carol@example.com"))
+    jobs = {job.meta["job_id"]: job for job in await endpoint.jobs()}
+    assert {k: job.channel for k, job in jobs.items()} == {"a": "C0MINE", "b": "C0DEFAULT", "c": "C0CAROL"}
+    # Routed on the address as sent; stored redacted.
+    assert jobs["c"].meta["user"] == "[EMAIL]"
 
 
 async def test_precomputed_diagnosis_is_validated_and_redacted(endpoint: Endpoint) -> None:
