@@ -360,12 +360,12 @@ def normalise(question: str) -> str:
 
 def match_intent(question: str) -> str | None:
     """The intent a question asks about, or None when it cannot be mapped."""
+    if question.startswith("intent:"):  # a button from the "I can answer" menu
+        name = question.removeprefix("intent:").strip()
+        return name if name in BY_NAME else None
     q = normalise(question)
     if not q:
         return None
-    if q.startswith("intent:"):  # a button from the "I can answer" menu
-        name = q.removeprefix("intent:").strip()
-        return name if name in BY_NAME else None
     winner = _by_keywords(q) or _by_keywords(_spell(q))
     if winner is not None:
         return winner
@@ -619,9 +619,7 @@ def _a_is_root_cause(d: Diagnosis, _s: Signature | None, _r: Recurrence | None) 
     if d.why:
         out.append("*Why this line and not the others*\n" + _bullets(d.why))
     if d.downstream:
-        out.append(
-            "*These only re-report it*\n" + "\n".join(f"• {s}" for s in downstream_summary(d))
-        )
+        out.append("*These only re-report it*\n" + "\n".join(f"• {s}" for s in downstream_summary(d)))
     return "\n".join(out)
 
 
