@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 
@@ -196,13 +195,27 @@ def test_each_intent_is_answered_from_its_field(intent: str) -> None:
     assert must_contain in unescaped
 
 
+def strings(value: object) -> list[str]:
+    """Every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in strings(v)]
+    return []
+
+
 def test_answers_quote_only_what_is_stored() -> None:
     places = [f"{e.file}:{e.line}" for e in (STORED.initiating, STORED.downstream[0].first) if e]
-    known = json.dumps([STORED.to_dict(), places]) + json.dumps(
-        [SIG.summary, SIG.mechanism, *SIG.prevention, *SIG.affected, *SIG.confirm, *SIG.related]
-    )
+    knowledge = [SIG.summary, SIG.mechanism, *SIG.prevention, *SIG.affected, *SIG.confirm]
+    known = "\n".join(strings([STORED.to_dict(), places, knowledge, list(SIG.related)]))
     for question, _ in EXPECTED.values():
         text = answer(question, STORED, SIG).text
+        for block in re.findall(r"```(.*?)```", text, flags=re.S):
+            for line in block.splitlines():
+                assert line in known, (question, line)
+        text = re.sub(r"```.*?```", "", text, flags=re.S)
         for quoted in re.findall(r"`([^`]+)`", text):
             assert quoted in known, (question, quoted)
 
