@@ -14,6 +14,9 @@ COMMANDS: dict[str, str] = {
     "signatures": "bot.cli_diagnose",
     "report": "bot.report",
     "jobs": "bot.jobs_cli",
+    "serve": "bot.serve",
+    "worker": "bot.serve",
+    "stats": "bot.serve",
 }
 
 

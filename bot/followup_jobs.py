@@ -321,11 +321,15 @@ async def handle_signatures(job: Job, ctx: JobContext) -> None:
 
 async def signature_counts(store: Store) -> list[tuple[str, int, int, int]]:
     """(signature id, diagnoses, confirmed, disputed) for every signature with any count."""
+    # Read the counters themselves, not the library: retired signatures keep their history.
+    pattern = store.keys.signature_stats("*")
+    head = pattern[:-1]
     out = []
-    for sig in library().signatures:
-        st = await store.signature_stats(sig.id)
+    async for key in store.redis.scan_iter(match=pattern, count=500):
+        sig_id = (key.decode() if isinstance(key, bytes) else str(key))[len(head) :]
+        st = await store.signature_stats(sig_id)
         if st.diagnoses or st.confirmed or st.disputed:
-            out.append((sig.id, st.diagnoses, st.confirmed, st.disputed))
+            out.append((sig_id, st.diagnoses, st.confirmed, st.disputed))
     return sorted(out, key=lambda r: (-r[1], r[0]))
 
 

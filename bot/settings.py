@@ -157,3 +157,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
         workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
     )
+
+
+def load_redis_url(env: Mapping[str, str] | None = None) -> str | None:
+    """Only ``REDIS_URL`` (for commands that need no Slack tokens); None: in-process Redis."""
+    env = os.environ if env is None else env
+    return _parse(env, "REDIS_URL", _redis_url, None)

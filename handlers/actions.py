@@ -28,9 +28,7 @@ KIND_FOLLOWUP = "followup"
 
 def where_clicked(body: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
     """(channel, thread_ts, message_ts) of the message whose button was clicked."""
-    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get(
-        "channel_id"
-    )
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
     message = body.get("message") or {}
     container = body.get("container") or {}
     message_ts = message.get("ts") or container.get("message_ts")

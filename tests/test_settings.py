@@ -59,3 +59,17 @@ def test_missing_or_malformed_setting_is_named(env: dict[str, str], name: str) -
 def test_socket_mode_needs_no_signing_secret() -> None:
     s = load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"})
     assert s.socket_mode
+
+
+def test_serve_with_a_bad_setting_exits_2_with_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DENPEX_"))}
+    env.update({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "PORT": "eighty"})
+    done = subprocess.run([sys.executable, "-m", "bot.cli", "serve"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "denpex: PORT is malformed: invalid literal for int() with base 10: 'eighty'"
+    ]

@@ -1,0 +1,129 @@
+"""``denpex serve``, ``denpex worker`` and ``denpex stats``.
+
+``serve`` runs one aiohttp server (Slack's endpoint, the job-failure webhook, health, metrics)
+with workers in the same process unless ``--no-worker``; with ``SLACK_APP_TOKEN`` set it also
+connects to Slack over Socket Mode. ``worker`` runs only workers. A bad setting stops start-up
+with one line naming it and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from typing import Any
+
+from bot.settings import Settings, SettingsError, load_redis_url, load_settings
+
+EXIT_BAD_SETTINGS = 2
+
+
+def add_commands(sub: Any) -> None:
+    """Register ``serve``, ``worker`` and ``stats``."""
+    serve = sub.add_parser("serve", help="run the Slack app, webhook, health and metrics server")
+    serve.add_argument("--no-worker", action="store_true", help="serve HTTP only; run workers elsewhere")
+    serve.set_defaults(func=cmd_serve)
+    worker = sub.add_parser("worker", help="run queue workers only (no HTTP server)")
+    worker.set_defaults(func=cmd_worker)
+    stats = sub.add_parser("stats", help="per-signature diagnoses and Correct/Wrong feedback")
+    stats.set_defaults(func=cmd_stats)
+
+
+def settings_or_exit() -> Settings:
+    """The settings, or exit 2 with one line naming the bad one."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_SETTINGS) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM / Ctrl-C."""
+    settings = settings_or_exit()
+    from aiohttp import web
+
+    from bot.app import RUNTIME, create_app
+    from bot.logging_setup import configure_from_settings
+
+    configure_from_settings(settings)
+    app = create_app(settings, start_workers=not args.no_worker)
+    if settings.socket_mode:
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        handler: dict[str, AsyncSocketModeHandler] = {}
+
+        async def connect(_app: web.Application) -> None:
+            rt = app[RUNTIME]
+            handler["h"] = AsyncSocketModeHandler(rt.bolt, settings.slack_app_token)
+            await handler["h"].connect_async()
+
+        async def disconnect(_app: web.Application) -> None:
+            if "h" in handler:
+                await handler["h"].close_async()
+
+        app.on_startup.append(connect)
+        app.on_shutdown.append(disconnect)
+    web.run_app(app, host=settings.host, port=settings.port, print=None)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Run workers until SIGTERM / Ctrl-C, finishing or handing back jobs in flight."""
+    settings = settings_or_exit()
+    from bot.logging_setup import configure_from_settings
+
+    configure_from_settings(settings)
+    asyncio.run(_workers(settings))
+    return 0
+
+
+async def _workers(settings: Settings) -> None:
+    from aiohttp import web
+
+    from bot.app import create_app
+
+    # The same app without a listening socket: its startup starts the workers, cleanup stops them.
+    runner = web.AppRunner(create_app(settings, start_workers=True))
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Print diagnoses, confirmed and disputed counts per signature."""
+    try:
+        url = load_redis_url()
+    except SettingsError as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    rows = asyncio.run(_stats(url))
+    if not rows:
+        print("No diagnoses or feedback recorded yet.")
+        return 0
+    width = max(len(r[0]) for r in rows)
+    print(f"{'signature':<{width}}  diagnoses  correct  wrong")
+    for sig_id, diagnoses, confirmed, disputed in rows:
+        print(f"{sig_id:<{width}}  {diagnoses:>9}  {confirmed:>7}  {disputed:>5}")
+    return 0
+
+
+async def _stats(url: str | None) -> list[tuple[str, int, int, int]]:
+    from bot.followup_jobs import signature_counts
+    from bot.redis_conn import connect
+    from bot.store import Store
+
+    redis = await connect(url)
+    try:
+        return await signature_counts(Store(redis))
+    finally:
+        await redis.aclose()
