@@ -99,6 +99,11 @@ class JobQueue:
                 raise
         self._group_ready = True
 
+    async def join(self, consumer: str) -> None:
+        """Register ``consumer`` in the group, so it is visible before it reads anything."""
+        await self._ensure()
+        await self.redis.xgroup_createconsumer(self.keys.jobs, self.keys.group, consumer)
+
     async def _ensure(self) -> None:
         if not self._group_ready:
             await self.setup()
@@ -133,9 +138,7 @@ class JobQueue:
 
     # -- consuming ----------------------------------------------------------------------------
 
-    async def read(
-        self, consumer: str, *, count: int = 1, block_ms: int | None = None
-    ) -> list[Delivery]:
+    async def read(self, consumer: str, *, count: int = 1, block_ms: int | None = None) -> list[Delivery]:
         """New entries for ``consumer`` (XREADGROUP ``>``); blocks up to ``block_ms`` if given."""
         await self._ensure()
         try:
@@ -170,9 +173,7 @@ class JobQueue:
         if not ids:
             return []
         # XCLAIM counts a new delivery and resets the idle time.
-        claimed = await self.redis.xclaim(
-            self.keys.jobs, self.keys.group, consumer, min_idle_ms, ids
-        )
+        claimed = await self.redis.xclaim(self.keys.jobs, self.keys.group, consumer, min_idle_ms, ids)
         return await self._with_counts(consumer, _pairs(claimed))
 
     async def claim_stale(
@@ -198,9 +199,7 @@ class JobQueue:
                 break
         return await self._with_counts(consumer, claimed)
 
-    async def _with_counts(
-        self, consumer: str, pairs: list[tuple[str, str | None]]
-    ) -> list[Delivery]:
+    async def _with_counts(self, consumer: str, pairs: list[tuple[str, str | None]]) -> list[Delivery]:
         # XAUTOCLAIM and XCLAIM do not return delivery counts; XPENDING does.
         out = []
         for eid, payload in pairs:
@@ -237,9 +236,7 @@ class JobQueue:
         if not rows or rows[0]["consumer"] != consumer:
             return False  # acknowledged, or taken over by another worker: leave it be
         # JUSTID: no new delivery is counted.
-        await self.redis.xclaim(
-            self.keys.jobs, self.keys.group, consumer, 0, [entry_id], justid=True
-        )
+        await self.redis.xclaim(self.keys.jobs, self.keys.group, consumer, 0, [entry_id], justid=True)
         return True
 
     async def ack(self, entry_id: str) -> bool:

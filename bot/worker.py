@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis.exceptions
 from slack_sdk.errors import SlackApiError
 
 from bot import metrics
@@ -46,6 +47,13 @@ from signatures.errors import InputError
 log = logging.getLogger(__name__)
 
 DOWNLOAD_CHUNK = 256 * 1024
+# Redis unreachable or restarting: wait and retry, never exit or drop the job.
+REDIS_DOWN = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+)
 HTML_START = re.compile(rb"^\s*(<!doctype html|<html)", re.IGNORECASE)
 
 
@@ -152,7 +160,7 @@ class Worker:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then finish in-flight jobs or hand them back."""
-        await self.queue.setup()
+        await self.queue.join(self.name)
         log.info("worker %s started (concurrency %d)", self.name, self.concurrency)
         try:
             while not stop.is_set():
@@ -166,8 +174,7 @@ class Worker:
                     continue
                 try:
                     batch = await self._next(free, block_ms=self.poll_block_ms)
-                except (ConnectionError, OSError, TimeoutError) as exc:
-                    # Redis is restarting or unreachable: wait and try again, never exit.
+                except REDIS_DOWN as exc:
                     log.warning("queue unavailable (%s); retrying", exc)
                     await _sleep_unless(stop, 1.0)
                     continue
@@ -303,7 +310,7 @@ class Worker:
             try:
                 await self.queue.ack(delivery.entry_id)
                 break
-            except (ConnectionError, OSError, TimeoutError):
+            except REDIS_DOWN:
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.5 * 2**attempt)
@@ -351,7 +358,7 @@ class Worker:
             return PostedReply(job.channel, progress.get("reply_ts") or None, job.thread_ts)
         threaded = await self.open_thread(job)
         posted = await self.replier.deliver(threaded, None, reason)
-        await self.queue.set_progress(job.id, replied="error", reply_ts=posted.ts or "")
+        await self.queue.set_progress(job.id, replied="error", reply_ts=posted.ts or "", worker=self.name)
         return posted
 
     async def _answer(self, job: Job, diagnosis: Diagnosis) -> PostedReply:
@@ -367,7 +374,7 @@ class Worker:
             if text:
                 meta["recurrence"] = text
         posted = await self.replier.deliver(threaded, diagnosis, None, job_meta=meta)
-        await self.queue.set_progress(job.id, replied="diagnosis", reply_ts=posted.ts or "")
+        await self.queue.set_progress(job.id, replied="diagnosis", reply_ts=posted.ts or "", worker=self.name)
         if posted.ts:
             await self.store.set_reply(job.id, posted.ts)
         progress = await self.queue.progress(job.id)
