@@ -51,9 +51,7 @@ class PostedReply:
     thread_ts: str | None
 
 
-def make_client(
-    token: str, base_url: str | None = None, *, retries: int = RETRIES
-) -> AsyncWebClient:
+def make_client(token: str, base_url: str | None = None, *, retries: int = RETRIES) -> AsyncWebClient:
     """A Web API client that retries 429 (honouring Retry-After), 500/503 and lost connections."""
     client = AsyncWebClient(
         token=token,
@@ -114,9 +112,7 @@ class SlackReplier:
             raise
         return PostedReply(str(resp["channel"]), str(resp["ts"]), None)
 
-    async def post(
-        self, job: Job, message: RenderedMessage, *, thread_ts: str | None
-    ) -> PostedReply:
+    async def post(self, job: Job, message: RenderedMessage, *, thread_ts: str | None) -> PostedReply:
         """Post ``message`` in the job's channel (in ``thread_ts``), else via response_url."""
         if not job.channel:
             return await self._respond(job, message)
@@ -132,15 +128,11 @@ class SlackReplier:
             raise
         return PostedReply(str(resp["channel"]), str(resp["ts"]), thread_ts)
 
-    async def update_parent(
-        self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None
-    ) -> None:
+    async def update_parent(self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None) -> None:
         """Put the headline on the parent message; a failure here only costs the headline."""
         message = render_headline(diagnosis, header)
         try:
-            await self.client.chat_update(
-                channel=channel, ts=ts, text=message.text, blocks=message.blocks
-            )
+            await self.client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
         except SlackApiError as exc:
             log.warning("could not update the parent message %s/%s: %s", channel, ts, _error(exc))
 
@@ -160,16 +152,12 @@ class SlackReplier:
             if _error(exc) not in BAD_BLOCKS:
                 raise
             log.warning("Slack refused the blocks (%s); posting the text alone", _error(exc))
-            resp = await self.client.chat_postMessage(
-                channel=channel, text=message.text, thread_ts=thread_ts
-            )
+            resp = await self.client.chat_postMessage(channel=channel, text=message.text, thread_ts=thread_ts)
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
     async def _respond(self, job: Job, message: RenderedMessage) -> PostedReply:
         if not job.response_url:
-            raise ReplyFailed(
-                "the job has neither a channel the bot can post in nor a response_url"
-            )
+            raise ReplyFailed("the job has neither a channel the bot can post in nor a response_url")
         webhook = AsyncWebhookClient(
             job.response_url,
             retry_handlers=[
@@ -178,9 +166,7 @@ class SlackReplier:
                 AsyncServerErrorRetryHandler(max_retry_count=self.retries),
             ],
         )
-        resp = await webhook.send(
-            text=message.text, blocks=message.blocks, response_type="in_channel"
-        )
+        resp = await webhook.send(text=message.text, blocks=message.blocks, response_type="in_channel")
         if resp.status_code != 200:
             # Transient (the caller retries the job); response_url allows 5 uses in 30 minutes.
             raise RuntimeError(f"response_url answered HTTP {resp.status_code}: {resp.body[:200]}")

@@ -202,9 +202,7 @@ class Store:
         since = now - window_s
         everywhere = await self.redis.zcount(self.keys.occurrences(fp), since, "+inf")
         in_channel = (
-            await self.redis.zcount(self.keys.occurrences(fp, channel), since, "+inf")
-            if channel
-            else 0
+            await self.redis.zcount(self.keys.occurrences(fp, channel), since, "+inf") if channel else 0
         )
         return Recurrence(int(in_channel), int(everywhere), window_s)
 
