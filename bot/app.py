@@ -166,7 +166,7 @@ def create_app(
     queue = JobQueue(redis, keys=keys)
     store = Store(redis, keys=keys, retention_s=settings.retention_days * 86400)
     evidence = followup_jobs.ThreadEvidence(redis, keys, settings.retention_days * 86400)
-    replier = followup_jobs.ThreadReplier(client, evidence)
+    replier = followup_jobs.ThreadReplier(client, evidence, store=store)
     worker = Worker(
         queue,
         store,

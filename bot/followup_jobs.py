@@ -33,7 +33,7 @@ from bot.render import (
     render_text,
 )
 from bot.reply import PostedReply, SlackReplier
-from bot.store import DEFAULT_RETENTION_S, Store, StoredDiagnosis
+from bot.store import DEFAULT_RETENTION_S, Store, StoredDiagnosis, fingerprint
 from bot.worker import KIND_DIAGNOSE, JobContext, JobFailed, Worker
 from handlers.jobs import Job, LogRef
 from signatures import Library, default_library, redact
@@ -105,9 +105,12 @@ class ThreadReplier(SlackReplier):
     """The worker's replier, plus what a thread needs afterwards: the logs it was built from,
     the facts it asked, and the emoji on the file's message (working -> done)."""
 
-    def __init__(self, client: Any, evidence: ThreadEvidence, **kw: Any) -> None:
+    def __init__(
+        self, client: Any, evidence: ThreadEvidence, *, store: Store | None = None, **kw: Any
+    ) -> None:
         super().__init__(client, **kw)
         self.evidence = evidence
+        self.store = store
 
     async def deliver(
         self,
@@ -118,6 +121,10 @@ class ThreadReplier(SlackReplier):
         job_meta: dict[str, str] | None = None,
     ) -> PostedReply:
         """Post as usual, then record the thread's logs and swap the working emoji."""
+        if diagnosis is not None and job_meta and job_meta.get("recurrence"):
+            last = await self._last_seen(job, diagnosis)
+            if last:
+                job_meta = {**job_meta, "recurrence": f"{job_meta['recurrence']}, last on {last}"}
         posted = await super().deliver(job, diagnosis, error, job_meta=job_meta)
         thread = job.thread_ts or posted.thread_ts or posted.ts
         if diagnosis is not None and job.channel and thread:
@@ -125,6 +132,17 @@ class ThreadReplier(SlackReplier):
             await self.evidence.mark_asked(job.channel, thread, diagnosis.missing_facts)
         await self.finish_reaction(job, ok=diagnosis is not None)
         return posted
+
+    async def _last_seen(self, job: Job, diagnosis: Diagnosis) -> str | None:
+        """'job llama-pretrain, 2024-05-01 10:20 UTC' for the previous diagnosis of the same
+        failure in this channel."""
+        fp = fingerprint(diagnosis.to_dict())
+        if self.store is None or not job.channel or not fp:
+            return None
+        for other in await self.store.history(job.channel, 50):
+            if other.id != job.id and other.fingerprint == fp:
+                return _label(other)
+        return None
 
     async def finish_reaction(self, job: Job, *, ok: bool) -> None:
         """Replace the working emoji on the file's message with done or failed."""

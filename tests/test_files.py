@@ -50,7 +50,14 @@ async def test_file_share_plus_file_shared_plus_retry_is_one_diagnosis(denpex: D
         ("reactions.remove", "hourglass_flowing_sand"),
         ("reactions.add", "white_check_mark"),
     ]
-    print(f"\nevent to posted diagnosis: {elapsed * 1000:.0f} ms")
+    # Once more with the engine's process pool warm (the first job pays for starting it).
+    g = api.add_file("rank1.log", (CORPUS / "dist-dev-001.log").read_bytes())
+    started = time.perf_counter()
+    await denpex.send(event(file_share_message(CHANNEL, "1700000501.000100", [g])))
+    await denpex.drain()
+    warm = time.perf_counter() - started
+    assert len(api.thread(CHANNEL, "1700000501.000100")) == 1
+    print(f"\nevent to posted diagnosis: {elapsed * 1000:.0f} ms cold, {warm * 1000:.0f} ms warm")
 
 
 async def test_file_shared_alone_finds_the_message_through_files_info(denpex: Denpex) -> None:

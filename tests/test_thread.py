@@ -195,5 +195,6 @@ async def test_recurrence_is_noted_on_a_new_diagnosis(denpex: Denpex) -> None:
     await denpex.drain()
     (second,) = api.thread(CHANNEL, "1700000800.000100")
     assert "2nd time this week" in text_of(second)
+    assert ", last on 20" in text_of(second)  # the date of the first one
     (answer,) = await ask(denpex, "1700000600.000060", "have we seen this before?")
     assert "Seen 2 times in this channel" in answer.text
