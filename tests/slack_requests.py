@@ -218,12 +218,15 @@ class Denpex:
     event, then ``drain()`` the worker and assert on what the stand-in recorded, without sleeps.
     """
 
-    def __init__(self, standin: Any, redis: Any, *, prefix: str, env: dict[str, str] | None = None):
+    def __init__(
+        self, standin: Any, redis: Any, *, prefix: str | None = None, env: dict[str, str] | None = None
+    ):
         from bot.settings import load_settings
 
         self.standin = standin
         self.redis = redis
-        self.prefix = prefix
+        # Keys of its own, deleted on exit, so tests can share a real Redis and run again.
+        self.prefix = prefix or f"denpex-test-{uuid.uuid4().hex[:10]}"
         self.settings = load_settings(
             {
                 "SLACK_BOT_TOKEN": standin.token,
@@ -256,6 +259,8 @@ class Denpex:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.close()
+        async for key in self.redis.scan_iter(match=f"{self.prefix}:*", count=500):
+            await self.redis.delete(key)
 
     @property
     def runtime(self) -> Any:
@@ -292,9 +297,5 @@ async def redis_for_app() -> AsyncIterator[object]:
 @pytest.fixture
 async def denpex(slack_api: Any, redis_for_app: object) -> AsyncIterator[Denpex]:
     """The app under test, with its own key prefix."""
-    prefix = f"denpex-test-{uuid.uuid4().hex[:10]}"
-    async with Denpex(slack_api, redis_for_app, prefix=prefix) as app:
+    async with Denpex(slack_api, redis_for_app) as app:
         yield app
-    redis: Any = redis_for_app
-    async for key in redis.scan_iter(match=f"{prefix}:*", count=500):
-        await redis.delete(key)

@@ -120,7 +120,6 @@ async def test_a_file_over_the_size_limit_gets_a_reply(slack_api: object, redis_
     async with Denpex(
         slack_api,
         redis_for_app,
-        prefix="denpex-test-size",
         env={"DENPEX_MAX_LOG_BYTES": "200"},
     ) as app:
         f = app.standin.add_file("huge.log", b"x" * 5000)
@@ -164,7 +163,6 @@ async def test_channels_outside_the_allow_list_are_ignored(slack_api: object, re
     async with Denpex(
         slack_api,
         redis_for_app,
-        prefix="denpex-test-allow",
         env={"DENPEX_CHANNEL_ALLOWLIST": "CALLOWED"},
     ) as app:
         f = app.standin.add_file("rank0.log", b"RuntimeError: boom\n")

@@ -128,9 +128,7 @@ async def test_history_lists_the_channel_s_diagnoses(denpex: Denpex) -> None:
 async def test_pasted_text_over_the_limit_is_refused_in_the_ack(
     slack_api: object, redis_for_app: object
 ) -> None:
-    async with Denpex(
-        slack_api, redis_for_app, prefix="denpex-test-limit", env={"DENPEX_MAX_LOG_BYTES": "100"}
-    ) as app:
+    async with Denpex(slack_api, redis_for_app, env={"DENPEX_MAX_LOG_BYTES": "100"}) as app:
         status, body = await app.send(slash_command("diagnose " + "x" * 500))
         assert status == 200
         assert "over the" in body
