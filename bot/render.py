@@ -242,13 +242,16 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
         blocks.append(_context(f":repeat: {escape(meta['recurrence'])}"))
 
     ev = d.initiating
-    long_evidence = False
+    long_evidence = more_context = False
     if ev is not None:
         label = "*Initiating line*" if d.status is Status.FAILURE else "*First error line*"
         lines = _initiating_lines(ev, CONTEXT_BEFORE, CONTEXT_AFTER)
         section = _code_section(f"{label} — {where(ev)}", lines)
-        if len(section["text"]["text"]) >= MAX_SECTION - 30 or len(ev.before) > CONTEXT_BEFORE:
-            long_evidence = True
+        # Cut to fit: the whole evidence goes into a file in the thread.
+        long_evidence = TRUNCATED in section["text"]["text"] or not all(
+            escape(line).replace("```", "`\u200b``") in section["text"]["text"] for line in lines
+        )
+        more_context = len(ev.before) > CONTEXT_BEFORE or len(ev.after) > CONTEXT_AFTER
         blocks.append(section)
 
     if d.downstream:
@@ -284,7 +287,9 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     if meta.get("job"):
         footer.append(f"job {escape(meta['job'])}")
     if long_evidence:
-        footer.append("press *Show evidence* for the full context")
+        footer.append("the full evidence is in the file below")
+    elif more_context:
+        footer.append("press *Show evidence* for more context")
     if footer:
         optional.append(_context(" · ".join(footer)))
 

@@ -93,6 +93,8 @@ def test_failure_message_has_headline_evidence_downstream_fix_and_buttons() -> N
     ids = [e["action_id"] for e in actions["elements"]]
     assert ids == [ACTION_EVIDENCE, ACTION_CORRECT, ACTION_WRONG, ACTION_EXPLAIN]
     assert "CUDA out of memory" in msg.text
+    # Everything fit: no evidence file is attached to the thread.
+    assert msg.file_text is None
 
 
 def test_log_text_is_escaped_so_it_cannot_ping() -> None:
