@@ -71,7 +71,9 @@ class JobQueue:
         *,
         keys: Keys | None = None,
         max_backlog: int = 10_000,
-        visibility_timeout_ms: int = 10 * 60 * 1000,
+        # Workers heartbeat their running jobs, so this only bounds how long a dead worker's
+        # job waits before another worker takes it over.
+        visibility_timeout_ms: int = 60_000,
         max_deliveries: int = 3,
         dedupe_ttl_s: int = DEDUPE_TTL_S,
         dead_maxlen: int = 10_000,

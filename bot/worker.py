@@ -641,24 +641,32 @@ def build_worker(
     max_deliveries: int = 3,
     client: Any = None,
 ) -> Worker:
-    """A worker wired from ``bot.settings.Settings`` (used by ``denpex serve`` and ``worker``)."""
+    """A worker wired from ``bot.settings.Settings`` with every job kind installed, as in
+    ``denpex serve`` (used by ``python -m bot.worker``)."""
+    from bot import followup_jobs
+    from bot.keys import Keys
     from bot.remote_logs import fetcher_from_settings
     from bot.reply import make_client
 
+    keys = keys or Keys()
+    retention_s = settings.retention_days * 24 * 3600
     queue = JobQueue(
         redis, keys=keys, visibility_timeout_ms=visibility_timeout_ms, max_deliveries=max_deliveries
     )
-    store = Store(redis, keys=keys, retention_s=settings.retention_days * 24 * 3600)
+    store = Store(redis, keys=keys, retention_s=retention_s)
+    evidence = followup_jobs.ThreadEvidence(redis, keys, retention_s)
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
-    return Worker(
+    worker = Worker(
         queue,
         store,
-        SlackReplier(client),
+        followup_jobs.ThreadReplier(client, evidence, store=store),
         limits=WorkerLimits(max_log_bytes=settings.max_log_bytes, job_timeout_s=settings.job_timeout_s),
         name=name,
         concurrency=settings.workers,
         url_fetcher=fetcher_from_settings(settings),
     )
+    followup_jobs.install(worker, evidence)
+    return worker
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

@@ -287,3 +287,30 @@ async def test_stop_hands_back_a_job_that_does_not_finish(stack: WorkerStack) ->
     # Not lost, and claimable by the next worker without waiting for the visibility timeout.
     [claimed] = await stack.queue.claim_stale("next-worker")
     assert claimed.job().logs[0].name == "rank0.log"
+
+
+async def test_embedded_fakeredis_runs_the_same_worker(
+    fake_redis: Any, slack_api: Any, engine_pool: Any
+) -> None:
+    # Without REDIS_URL, `denpex serve` runs queue, worker and store on an in-process fakeredis.
+    from bot.keys import Keys
+    from bot.queue import JobQueue
+    from bot.reply import SlackReplier, make_client
+    from bot.store import Store
+    from bot.worker import Worker
+
+    keys = Keys("embedded")
+    queue = JobQueue(fake_redis, keys=keys)
+    replier = SlackReplier(make_client(slack_api.token, slack_api.api_url))
+    worker = Worker(queue, Store(fake_redis, keys=keys), replier, executor=engine_pool, retry_backoff_ms=0)
+    job = Job(source="webhook", dedupe_key="j1", channel="C1", thread_ts="1.0",
+              logs=[LogRef("inline", "rank0.log", text=LOG.decode())])  # fmt: skip
+    try:
+        assert await queue.enqueue(job)
+        assert not await queue.enqueue(job)
+        assert await worker.drain() == 1
+    finally:
+        await worker.close()
+    [reply] = slack_api.thread("C1", "1.0")
+    assert reply.blocks == render_diagnosis(_expected(), job_meta={}).blocks
+    assert await queue.idle()
