@@ -79,9 +79,7 @@ def load_cases() -> tuple[Case, ...]:
 @cache
 def class_map() -> dict[str, list[str] | None]:
     """expected_class -> the signature ids that count as right (None: any, for other:*)."""
-    data: dict[str, list[str] | None] = yaml.safe_load(
-        (CORPUS / "class_map.yaml").read_text("utf-8")
-    )
+    data: dict[str, list[str] | None] = yaml.safe_load((CORPUS / "class_map.yaml").read_text("utf-8"))
     return data
 
 
@@ -140,20 +138,20 @@ def grade(case: Case, mode: str, diagnosis: Diagnosis, offset: int = 0) -> Grade
         holds = case.initiating_line in init.text or redact(case.initiating_line) in init.text
         g.line_found = holds and init.line == expected_line
         if not holds:
-            g.problems.append(
-                f"initiating text does not contain the labelled line: {init.text[:160]!r}"
-            )
+            g.problems.append(f"initiating text does not contain the labelled line: {init.text[:160]!r}")
         if init.line != expected_line:
             g.problems.append(f"initiating line is {init.line}, expected {expected_line}")
     if case.initiating_rank is not None:
         g.rank_right = init is not None and init.rank == case.initiating_rank
         if not g.rank_right:
-            g.problems.append(
-                f"rank is {init.rank if init else None}, expected {case.initiating_rank}"
-            )
+            g.problems.append(f"rank is {init.rank if init else None}, expected {case.initiating_rank}")
 
-    allowed = class_map()[case.expected_class]
+    allowed = allowed_ids(case.expected_class)
     sig = diagnosis.signature
+    if allowed == []:
+        g.signature_right = False
+        g.problems.append(f"class {case.expected_class} is not in class_map.yaml")
+        return g
     if allowed is None:
         if diagnosis.status is Status.CLEAN:
             g.problems.append("status is clean, expected a failure (any signature or unrecognized)")
@@ -162,12 +160,20 @@ def grade(case: Case, mode: str, diagnosis: Diagnosis, offset: int = 0) -> Grade
     if not g.signature_right:
         g.problems.append(f"signature is {sig.id if sig else None}, expected one of {allowed}")
     benign_only = all(_role(i) == "benign" for i in allowed)
-    if diagnosis.status is not Status.FAILURE and not (
-        benign_only and diagnosis.status is Status.CLEAN
-    ):
+    if diagnosis.status is not Status.FAILURE and not (benign_only and diagnosis.status is Status.CLEAN):
         g.signature_right = False
         g.problems.append(f"status is {diagnosis.status.value}, expected failure")
     return g
+
+
+def allowed_ids(expected_class: str) -> list[str] | None:
+    """Ids right for a class: the map's, else any for other:*, else the id of the same name."""
+    mapped = class_map()
+    if expected_class in mapped:
+        return mapped[expected_class]
+    if expected_class.startswith("other:"):
+        return None
+    return [expected_class] if expected_class in default_library().by_id else []
 
 
 def _role(signature_id: str) -> str | None:
