@@ -363,6 +363,7 @@ def lightning(rng: random.Random) -> str:
     t = 0.0
     for r in range(nranks):
         say(r, t + r * 0.02, f"{SITE}/lightning/fabric/plugins/environments/slurm.py:204: The `srun` command is available on your system but is not used. HINT: If your intention is to run Lightning on SLURM, prepend your python command with `srun` like so: srun python train.py --trainer.devices 4 ...")
+    say(0, 1.9, "SLURM auto-requeueing enabled. Setting signal handlers.")
     say(0, 2.0, "Using 16bit Automatic Mixed Precision (AMP)")
     say(0, 2.01, "GPU available: True (cuda), used: True")
     say(0, 2.01, "TPU available: False, using: 0 TPU cores")
@@ -613,6 +614,20 @@ def deepspeed(rng: random.Random) -> str:
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:164:main", "dist_world_size=16"))
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:166:main", "Setting CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"))
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:253:main", "process 0 spawned with command: ['/opt/conda/bin/python', '-u', 'train_sft.py', '--local_rank=0', '--deepspeed', 'ds_zero2.json', '--model', 'mistral-7b', '--epochs', '2']"))
+    for node in range(2):
+        b = 5 + node * 0.1
+        remote(node, b, "Using /root/.cache/torch_extensions/py310_cu121 as PyTorch extensions root...")
+        if node == 0:
+            remote(node, b, "Detected CUDA files, patching ldflags")
+            remote(node, b, "Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/fused_adam/build.ninja...")
+            remote(node, b, f"{SITE}/torch/utils/cpp_extension.py:1967: UserWarning: TORCH_CUDA_ARCH_LIST is not set, all archs for visible cards are included for compilation. ")
+            remote(node, b, "If this is not desired, please set os.environ['TORCH_CUDA_ARCH_LIST'].")
+            remote(node, b, "  warnings.warn(")
+            remote(node, b, "Building extension module fused_adam...")
+            remote(node, b, "Allowing ninja to set a default number of workers... (overridable by setting the environment variable MAX_JOBS=N)")
+            remote(node, b, "ninja: no work to do.")
+        remote(node, b + 0.6, "Loading extension module fused_adam...")
+        remote(node, b + 0.6, f"Time to load fused_adam op: {0.47 + node * 0.03:.4f} seconds")
     for r in range(nranks):
         node, local = divmod(r, 8)
         b = 8 + r * 0.05
@@ -809,6 +824,8 @@ def torchrun_ddp(
     for r in range(nranks):
         node, local = divmod(r, local_n)
         say(r, end + 1 + r * 0.003, nccl_destroy(hosts[node], pids[node][local], local, r, nranks))
+    # torch 2.4+ prints this on rank 0 of many healthy runs that skip destroy_process_group().
+    say(0, end + 2, f"{c10d_head('W', log.when(end + 2), 'ProcessGroupNCCL.cpp:1168')} Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure that any pending NCCL operations have finished in this process. In rare cases this process can exit before this point and block the progress of another member of the process group. This constraint has always been present,  but this warning has only been added since PyTorch 2.4 (function operator())")
     launcher(end + 3, "I", "torch/distributed/elastic/agent/server/api.py:879", "[default] worker group successfully finished. Waiting 300 seconds for other agents to finish.")
     launcher(end + 3, "I", "torch/distributed/elastic/agent/server/api.py:932", "Local worker group finished (WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish")
     launcher(end + 3.1, "I", "torch/distributed/elastic/agent/server/api.py:946", "Done waiting for other agents. Elapsed: 0.0021514892578125 seconds")
