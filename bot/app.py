@@ -27,12 +27,11 @@ from bot import followup_jobs, metrics
 from bot.keys import Keys
 from bot.queue import JobQueue
 from bot.redis_conn import PROTOCOL, SOCKET_TIMEOUT_S, embedded_server
-from bot.remote_logs import fetcher_from_settings
 from bot.reply import make_client
 from bot.routing import mount_webhook
 from bot.settings import Settings
 from bot.store import Store
-from bot.worker import Worker, WorkerLimits
+from bot.worker import Worker, build_worker
 from handlers import actions, messages, slash
 from handlers.files import FileIntake
 from handlers.jobs import Job
@@ -155,7 +154,6 @@ def create_app(
     keys: Keys | None = None,
     start_workers: bool = True,
     process_before_response: bool = False,
-    worker_limits: WorkerLimits | None = None,
 ) -> web.Application:
     """The aiohttp application: ``/slack/events``, the webhook, ``/healthz``, ``/metrics``."""
     own_redis = redis is None
@@ -163,20 +161,11 @@ def create_app(
         redis, _ = redis_client(settings)
     keys = keys or Keys()
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
-    queue = JobQueue(redis, keys=keys)
-    store = Store(redis, keys=keys, retention_s=settings.retention_days * 86400)
-    evidence = followup_jobs.ThreadEvidence(redis, keys, settings.retention_days * 86400)
-    replier = followup_jobs.ThreadReplier(client, evidence, store=store)
-    worker = Worker(
-        queue,
-        store,
-        replier,
-        limits=worker_limits
-        or WorkerLimits(max_log_bytes=settings.max_log_bytes, job_timeout_s=settings.job_timeout_s),
-        concurrency=settings.workers,
-        url_fetcher=fetcher_from_settings(settings),
-    )
-    followup_jobs.install(worker, evidence)
+    # The same worker `denpex worker` runs, with every job kind installed.
+    worker = build_worker(settings, redis, keys=keys, client=client)
+    queue, store = worker.queue, worker.store
+    assert isinstance(worker.replier, followup_jobs.ThreadReplier)
+    evidence = worker.replier.evidence
 
     holder: dict[str, Runtime] = {}
 

@@ -17,7 +17,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.files import Enqueue, FileIntake, ThreadCheck, make_job
-from handlers.jobs import LogRef
+from handlers.jobs import Job, LogRef
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -173,7 +173,7 @@ def register(
             log.warning("file_shared %s: %s", event.get("file_id"), exc.response.get("error"))
 
 
-def question_job(channel: str, thread_ts: str, ts: str, user: Any, text: str) -> Any:
+def question_job(channel: str, thread_ts: str, ts: str, user: Any, text: str) -> Job:
     """A follow-up question job, deduped on the message (``message`` and ``app_mention``)."""
     return make_job(
         source="thread",
