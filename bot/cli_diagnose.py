@@ -171,10 +171,16 @@ def run_list(args: argparse.Namespace) -> int:
     chosen = [s for s in signatures if not args.category or s.category == args.category]
     if not chosen:
         return _fail(f"no signatures in category {args.category!r}")
+    rows = sorted(chosen, key=lambda s: (s.category, s.id))
+    console = Console()
+    if not console.is_terminal:  # piped: one tab-separated line per signature, never cut
+        for s in rows:
+            print(f"{s.id}\t{s.category}\t{s.role.value}\t{s.title}")
+        return 0
     table = Table("id", "category", "role", "title")
-    for s in sorted(chosen, key=lambda s: (s.category, s.id)):
+    for s in rows:
         table.add_row(s.id, s.category, s.role.value, s.title)
-    Console().print(table)
+    console.print(table)
     counts = Counter(s.category for s in chosen)
     Console().print(", ".join(f"{c}: {n}" for c, n in sorted(counts.items())) + f" · {len(chosen)} in all")
     return 0

@@ -16,6 +16,7 @@ from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Signature
 from signatures.errors import InputTooLarge
 from signatures.hits import TextScan, read_text
 from signatures.library import Library
+from signatures.lines import unwrap
 from signatures.ranking import (
     TIER_BENIGN,
     TIER_DOWNSTREAM,
@@ -196,12 +197,22 @@ def _evidence(c: Candidate) -> Evidence:
         file=redact(hit.file),
         line=c.line,
         text=redact(c.text),
-        rank=hit.rank,
+        rank=hit.rank if hit.rank is not None else _nearby_rank(hit.before[-3:], hit.after[:3]),
         host=redact(hit.host) if hit.host else None,
         time=hit.facts.time,
         before=tuple(redact(x) for x in before[-8:]),
         after=tuple(redact(x) for x in after[:8]),
     )
+
+
+def _nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
+    """The rank of an untagged line, when the lines around it all carry one and the same rank.
+
+    A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
+    interleaved log, neighbours of several ranks make this return None.
+    """
+    ranks = {facts.rank for line in (*before, *after) if (facts := unwrap(line)).rank is not None}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
 def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]) -> list[DownstreamGroup]:

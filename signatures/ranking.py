@@ -97,7 +97,20 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
         _move_to_assert(cand)
         out.append(cand)
     _demote_late_unknowns(out)
-    return out
+    return _drop_bodiless_exceptions(out)
+
+
+def _drop_bodiless_exceptions(cands: list[Candidate]) -> list[Candidate]:
+    # `AssertionError:` with its message on the next lines ("The NVIDIA driver on your system is
+    # too old ..."): the known line below states the cause, the bare exception name does not.
+    signed = {(c.hit.file_index, c.line) for c in cands if c.signature is not None}
+    keep = []
+    for c in cands:
+        bare = c.signature is None and c.hit.facts.message.rstrip().endswith(":")
+        if bare and any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):
+            continue
+        keep.append(c)
+    return keep
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:

@@ -133,7 +133,7 @@ class Re2Scanner:
         self._set.Compile()
 
     def scan(self, chunk: bytes) -> set[int]:
-        return {self._ids[i] for i in self._set.Match(chunk)}
+        return {self._ids[i] for i in self._set.Match(chunk) or ()}  # None when nothing matched
 
 
 class PythonScanner:

@@ -35,8 +35,9 @@ def test_example_names_rank_12s_triton_failure(capsys: pytest.CaptureFixture[str
     assert init["rank"] == 12 and "Triton compilation failed" in init["text"]
     assert init["file"].endswith("llama-64gpu-triton.log") and init["line"] > 1
     groups = {g["signature"]: g for g in data["downstream"]}
-    assert groups["nccl-watchdog-collective-timeout"]["count"] == 63
-    assert 12 not in groups["nccl-watchdog-collective-timeout"]["ranks"]
+    timeouts = groups["nccl-watchdog-collective-timeout"]
+    assert len(timeouts["ranks"]) == 63 and timeouts["count"] >= 63
+    assert 12 not in timeouts["ranks"]
     assert data["fix"] and data["decision_path"] and data["root_causes"]
     assert data["environment"]["torch"] == "2.5.1+cu124"
 
