@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rapidfuzz import fuzz, process
 
@@ -579,7 +579,7 @@ def _a_which_rank(d: Diagnosis, _s: Signature | None, _r: Recurrence | None) -> 
     if ev is None:
         return "No failing line was found, so no rank can be named."
     who = f"Rank {ev.rank}" if ev.rank is not None else "The log does not name the rank; the line"
-    return f"{who} failed first: {where(ev)}\n{_quote(ev.text)}"
+    return f"{who} failed first, at {where(replace(ev, rank=None))}:\n{_quote(ev.text)}"
 
 
 def _a_where(d: Diagnosis, _s: Signature | None, _r: Recurrence | None) -> str:
