@@ -8,6 +8,7 @@ redacted text of pasted logs, enough to fetch and diagnose the whole thread agai
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
@@ -72,7 +73,9 @@ class ThreadEvidence:
         known = {_identity(r) for r in await self.logs(channel, thread_ts)}
         for ref in logs:
             if ref.kind == "inline":
-                ref = replace(ref, text=redact(ref.text or ""))
+                # Off the event loop: redacting a pasted 10 MB log takes seconds, and the web
+                # process shares this loop when workers run in it.
+                ref = replace(ref, text=await asyncio.to_thread(redact, ref.text or ""))
             if _identity(ref) in known:
                 continue
             known.add(_identity(ref))
