@@ -117,8 +117,12 @@ def run_timed(cmd: list[str], stdout: Path) -> tuple[float, int]:
     start = time.perf_counter()
     with stdout.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
-        _, _, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - start, usage.ru_maxrss
+        _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        raise SystemExit(f"command failed ({' '.join(cmd[:4])} ...): {err.strip()}")
+    return elapsed, usage.ru_maxrss
 
 
 def median_run(cmd: list[str], out: Path, runs: int) -> tuple[float, int]:
@@ -202,7 +206,8 @@ def main() -> int:
             denpex_cmd(*files, extra=["--processes", str(procs)]), args.out / "multi.json", args.runs
         )
         results[procs] = t
-        print(f"- {procs} process(es): {t:.2f} s, {total / t:.0f} MB/s")
+        named = json.loads((args.out / "multi.json").read_text()).get("initiating") or {}
+        print(f"- {procs} process(es): {t:.2f} s, {total / t:.0f} MB/s, initiating rank {named.get('rank')}")
     print(f"- speed-up with 2 processes: {results[1] / results[2]:.2f}x")
 
     print("\n## 10 MB log, CLI end to end (start-up included)")
