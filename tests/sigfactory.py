@@ -10,7 +10,9 @@ import yaml
 from signatures.library import Library
 
 
-def signature_doc(sig_id: str, category: str = "distributed", role: str = "initiating", **fields: Any) -> dict[str, Any]:
+def signature_doc(
+    sig_id: str, category: str = "distributed", role: str = "initiating", **fields: Any
+) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "id": sig_id,
         "title": f"Title of {sig_id}",
@@ -29,8 +31,12 @@ def signature_doc(sig_id: str, category: str = "distributed", role: str = "initi
         "fix": [{"step": f"fix {sig_id}", "command": f"export FIX_{sig_id.upper().replace('-', '_')}=1"}],
         "prevention": ["p"],
         "decision_path": {
-            "evidence": "e", "first_failure": "f", "control": "c",
-            "follows_workload": "w", "follows_node": "n", "disappears": "d",
+            "evidence": "e",
+            "first_failure": "f",
+            "control": "c",
+            "follows_workload": "w",
+            "follows_node": "n",
+            "disappears": "d",
         },
         "missing_facts": [],
         "follow_ups": [],

@@ -11,7 +11,8 @@ from signatures.library import Library
 from signatures.scan import ScanPattern, available_backends, make_scanner
 
 ROOT = Path(__file__).resolve().parent.parent
-LOGS = sorted((ROOT / "tests" / "corpus").rglob("*.log")) + [ROOT / "signatures" / "examples" / "llama-64gpu-triton.log"]
+EXAMPLE = ROOT / "signatures" / "examples" / "llama-64gpu-triton.log"
+LOGS = [*sorted((ROOT / "tests" / "corpus").rglob("*.log")), EXAMPLE]
 
 
 def test_fast_backends_are_installed_here() -> None:

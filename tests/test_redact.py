@@ -38,7 +38,12 @@ def test_each_kind_of_secret_is_removed(text: str, secret: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["num_tokens=4096 max_tokens: 12", "step 10 loss 0.5 grad_norm 1.2", "tokens/s 1.3e+06", "key_padding_mask=None"],
+    [
+        "num_tokens=4096 max_tokens: 12",
+        "step 10 loss 0.5 grad_norm 1.2",
+        "tokens/s 1.3e+06",
+        "key_padding_mask=None",
+    ],
 )
 def test_ordinary_training_text_is_left_alone(text: str) -> None:
     assert redact(text) == text

@@ -51,7 +51,8 @@ def test_positive_sample_wins(sig: Signature, sample: PositiveSample) -> None:
 @pytest.mark.parametrize(("sig", "sample"), NEGATIVE)
 def test_negative_sample_does_not_match(sig: Signature, sample: NegativeSample) -> None:
     hits = [
-        f for f in find_all([Source.from_text(f"{sig.id}.log", sample.log)], LIBRARY)
+        f
+        for f in find_all([Source.from_text(f"{sig.id}.log", sample.log)], LIBRARY)
         if f.signature_id == sig.id
     ]
     assert hits == [], f"{sig.id} matched a look-alike ({sample.why}): {hits[0].text!r}"

@@ -25,7 +25,11 @@ def test_a_valid_library_loads(tmp_path: Path) -> None:
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     bad = signature_doc("bad-one", surprise="x")
-    bad["fingerprints"] = [{"regex": "([a-z]+)+ boom"}, {"regex": "(unclosed"}, {"literal": "x", "regex": "y"}]
+    bad["fingerprints"] = [
+        {"regex": "([a-z]+)+ boom"},
+        {"regex": "(unclosed"},
+        {"literal": "x", "regex": "y"},
+    ]
     bad["role"] = "culprit"
     missing = signature_doc("missing-fix")
     del missing["fix"]
@@ -83,7 +87,9 @@ def test_patterns_outside_the_shared_subset_are_refused(pattern: str, reason: st
     assert problem is not None and reason in problem.reason
 
 
-@pytest.mark.parametrize("pattern", [r"NCCL error in: [^\n]+", r"exitcode: -?[0-9]+", r"^Unsupported: ", r"a{2,5}b"])
+@pytest.mark.parametrize(
+    "pattern", [r"NCCL error in: [^\n]+", r"exitcode: -?[0-9]+", r"^Unsupported: ", r"a{2,5}b"]
+)
 def test_patterns_inside_the_subset_are_accepted(pattern: str) -> None:
     assert check_pattern(pattern) is None
 
