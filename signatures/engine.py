@@ -127,6 +127,8 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
             environment.setdefault(key, redact(value))
     hits = [h for scan in scans for h in scan.hits]
     ranked = ordered(candidates(hits, library))
+    # Handled exceptions (retried, or "Exception ignored") are no finding of their own.
+    ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
     files = tuple(redact(s.name) for s in scans)
     lines_read = sum(s.lines for s in scans)
     bytes_read = sum(s.bytes for s in scans)

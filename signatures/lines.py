@@ -22,6 +22,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^> ",  # quoted paste
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<rank>\d+)\]: ?",  # torchrun --tee
+        r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
+        r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^(?P<rank>\d{1,5}): ",  # srun --label
@@ -40,7 +42,11 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?![\w.]*(?:Error|Exception|Warning):)\w+(?:\.\w+)+: \[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
         r"^\([\w:. -]+\) (?:INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
-        r"^\([\w-]+ pid=\d+\) ",  # vLLM / Ray actor tag
+        r"^\([\w:-]+ pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",  # vLLM / Ray actor tag
+        # syslog / journald: "Jan 12 10:00:00 node7 kernel: "
+        r"^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: ",
+        r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] ",  # dmesg -T
+        r"^(?P<host>[a-z][a-z0-9-]*[0-9][a-z0-9-]*): ",  # pdsh / clush: "node003: "
         r"^\[\d+/\d+\](?:_\d+)? ",  # dynamo frame id [0/8]
         r"^\[__\w+\] ",  # TORCH_LOGS artifact tag
         r"^\[ *\d+\.\d+\] ",  # dmesg

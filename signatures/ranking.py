@@ -22,7 +22,7 @@ from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key
 from signatures.spec import Signature
-from signatures.tracebacks import exception_name
+from signatures.tracebacks import exception_name, recovered
 
 TIER_INITIATING = 0
 TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
@@ -89,6 +89,8 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
                 if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback
                 else TIER_UNKNOWN
             )
+            if hit.view.ignored or recovered(hit.after):
+                tier = TIER_BENIGN  # handled: "Exception ignored in ...", or retried right after
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
             if framed is not None and tier == TIER_INITIATING:

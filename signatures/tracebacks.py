@@ -57,6 +57,7 @@ class TracebackView:
     frames: tuple[str, ...]  # file paths of the frames, outermost first
     assert_offset: int | None  # lines above the hit where an `assert` statement is echoed
     assert_text: str | None
+    ignored: bool = False  # Python said "Exception ignored in ...": the program went on
 
 
 def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
@@ -75,6 +76,7 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
     assert_offset: int | None = None
     assert_text: str | None = None
     skipped_heads = 0
+    ignored = False
     for i in range(1, min(len(before), _MAX_WALK) + 1):
         prev = messages[i]
         m = FRAME.match(prev)
@@ -82,6 +84,7 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
             frames.append(m.group("path"))
             continue
         if HEADER.match(prev):
+            ignored = i < len(before) and messages[i + 1].startswith("Exception ignored in")
             break
         if prev[:1] in (" ", "\t") and prev.strip():
             if assert_offset is None and not frames and _ASSERT_SRC.match(prev):
@@ -103,6 +106,7 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         frames=tuple(frames),
         assert_offset=assert_offset,
         assert_text=assert_text,
+        ignored=ignored,
     )
 
 
@@ -117,6 +121,16 @@ class _Lazy:
         if i not in self.cache:
             self.cache[i] = unwrap(self.before[-i]).message
         return self.cache[i]
+
+
+RECOVERY = re.compile(
+    r"\b(?:[Rr]etry(?:ing)?|[Rr]etried|[Ww]ill retry|[Rr]econnect(?:ing|ed)|[Rr]ecovered)\b"
+)
+
+
+def recovered(after: Sequence[str]) -> bool:
+    """The next lines say the program retried or recovered: the exception was handled."""
+    return any(RECOVERY.search(line) for line in after[:3])
 
 
 def is_advice(message: str) -> bool:

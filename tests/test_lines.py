@@ -68,6 +68,8 @@ def test_unwrap_strips_prefixes_and_keeps_rank(line: str, message: str, rank: in
 def test_unwrap_reads_host_and_time() -> None:
     facts = unwrap("node-12:4567:4589 [3] NCCL INFO comm 0x1 rank 3 nRanks 64")
     assert facts.host == "node-12"
+    assert unwrap("node003: RuntimeError: x").host == "node003"
+    assert unwrap("Jan 12 10:00:00 gpu7 kernel: Out of memory").host == "gpu7"
     stamped = unwrap("[2024-01-02 03:04:05,678] ERROR boom")
     assert stamped.time == "2024-01-02T03:04:05.678"
     glog = unwrap("[rank1]:[E321 02:07:08.408 ProcessGroupNCCL.cpp:607] x")

@@ -187,3 +187,34 @@ def test_launcher_named_rank_is_asked_for_when_only_timeouts_are_given(library: 
     d = run(library, log)
     assert d.signature and d.signature.id == "peer-timeout"
     assert d.missing_facts[0].startswith("The launcher says rank 12 failed first")
+
+
+def test_an_exception_that_was_retried_is_not_a_failure(library: Library) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "hub.py", line 10, in get\n'
+        "ConnectionResetError: [Errno 104] Connection reset by peer\n"
+        "Retrying in 2 seconds (attempt 1 of 5)\n"
+        "step 100 loss 0.3\n"
+    )
+    d = run(library, log)
+    assert d.status is Status.CLEAN and d.initiating is None
+
+
+def test_exception_ignored_at_shutdown_is_not_a_failure(library: Library) -> None:
+    log = (
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>\n"
+        "Traceback (most recent call last):\n"
+        '  File "dataloader.py", line 1479, in __del__\n'
+        "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_shutdown'\n"
+    )
+    assert run(library, log).status is Status.CLEAN
+
+
+def test_the_same_exception_without_recovery_is_unrecognized(library: Library) -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "hub.py", line 10, in get\n'
+        "ConnectionResetError: [Errno 104] Connection reset by peer\n"
+    )
+    assert run(library, log).status is Status.UNRECOGNIZED
