@@ -156,25 +156,42 @@ class JobQueue:
         return [Delivery(eid, payload or "", 1) for eid, payload in _entries(reply)]
 
     async def reclaim_own(
-        self, consumer: str, *, min_idle_ms: int, skip: Sequence[str] = (), count: int = 10
+        self,
+        consumer: str,
+        *,
+        min_idle_ms: int,
+        skip: Sequence[str] = (),
+        count: int = 10,
+        backoff: int = 4,
     ) -> list[Delivery]:
         """Take back this consumer's own pending entries (a failed attempt, or a previous run
-        under the same name) that have been idle ``min_idle_ms``, except the ids in ``skip``."""
+        under the same name), except the ids in ``skip``.
+
+        An entry delivered n times waits ``min_idle_ms * backoff**(n-1)`` before its next try,
+        so a short outage (Slack answering 500 for a minute) does not use up every attempt.
+        """
         await self._ensure()
         rows = await self.redis.xpending_range(
             self.keys.jobs,
             self.keys.group,
             min="-",
             max="+",
-            count=count + len(skip),
+            count=100 + len(skip),
             consumername=consumer,
             # IDLE 0 would still skip entries delivered this millisecond on some servers.
             idle=min_idle_ms or None,
         )
-        ids = [row["message_id"] for row in rows if row["message_id"] not in skip][:count]
+        ids = [
+            row["message_id"]
+            for row in rows
+            if row["message_id"] not in skip
+            and int(row["time_since_delivered"])
+            >= min_idle_ms * backoff ** max(0, int(row["times_delivered"]) - 1)
+        ][:count]
         if not ids:
             return []
         # XCLAIM counts a new delivery and resets the idle time.
+        # MIN-IDLE again: an entry another worker claimed meanwhile is not taken from it.
         claimed = await self.redis.xclaim(self.keys.jobs, self.keys.group, consumer, min_idle_ms, ids)
         return await self._with_counts(consumer, _pairs(claimed))
 

@@ -124,7 +124,7 @@ class Worker:
         concurrency: int = 1,
         executor: concurrent.futures.ProcessPoolExecutor | None = None,
         url_fetcher: Any = None,  # bot.remote_logs.RemoteLogFetcher: fetch(url, dest) -> int
-        retry_backoff_ms: int = 2_000,
+        retry_backoff_ms: int = 5_000,  # then x4 per attempt: 5 s, 20 s, 80 s
         poll_block_ms: int = 1_000,
         shutdown_grace_s: float = 20.0,
         engine: Engine | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -212,3 +213,19 @@ async def test_embedded_fakeredis_runs_the_same_queue(fake_redis: Any) -> None:
     [delivery] = await queue.read("w1")
     await queue.ack(delivery.entry_id)
     assert await queue.idle()
+
+
+async def test_own_retries_back_off_with_each_delivery(queue: JobQueue) -> None:
+    await queue.enqueue(_job())
+    await queue.read("w1")
+    # Delivered once: ready after 50 ms. Delivered twice: only after 50 * 4 ms.
+    first: list[Any] = []
+    while not first:
+        first = await queue.reclaim_own("w1", min_idle_ms=50, backoff=4)
+    claimed_at = time.monotonic()
+    assert first[0].deliveries == 2
+    second: list[Any] = []
+    while not second:
+        second = await queue.reclaim_own("w1", min_idle_ms=50, backoff=4)
+    assert second[0].deliveries == 3
+    assert time.monotonic() - claimed_at >= 0.2
