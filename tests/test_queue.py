@@ -221,8 +221,8 @@ async def test_own_retries_back_off_with_each_delivery(queue: JobQueue) -> None:
     # Delivered once: ready after 50 ms. Delivered twice: only after 50 * 4 ms.
     first: list[Any] = []
     while not first:
+        claimed_at = time.monotonic()  # no later than the server's claim
         first = await queue.reclaim_own("w1", min_idle_ms=50, backoff=4)
-    claimed_at = time.monotonic()
     assert first[0].deliveries == 2
     second: list[Any] = []
     while not second:
