@@ -183,7 +183,12 @@ def _record_line(
             if facts.rank is None and default_rank is not None:
                 facts = LineFacts(facts.message, default_rank, facts.host, facts.time)
             result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
-            text = raw if len(raw) <= MAX_TEXT else segment[:MAX_TEXT]
+            keep_context = (
+                kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE
+            )
+            # Only hits that may be shown keep long text; the rest are counted and grouped.
+            limit = MAX_TEXT if keep_context else 300
+            text = raw if len(raw) <= limit else segment[:limit]
             hit = Hit(
                 matcher=matcher,
                 file_index=result.file_index,
@@ -194,7 +199,7 @@ def _record_line(
                 groups={k: v for k, v in m.groupdict().items() if v is not None},
                 view=view,
             )
-            if kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE:
+            if keep_context:
                 kept_context[matcher.pid] = kept_context.get(matcher.pid, 0) + 1
                 hit.before = tuple(_short(x) for x in before_lines[-AFTER_LINES:])
                 hit.after = tuple(_short(x) for x in _lines_after(chunk, end, next_chunk))

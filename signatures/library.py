@@ -35,7 +35,7 @@ _FATAL_SCAN = (
 _FATAL_VERIFY = re.compile(_FATAL_SCAN)
 
 # How many verified hits of one pattern one text records before it stops locating more.
-CAP_SIGNATURE = 4096
+CAP_SIGNATURE = 2048
 CAP_BENIGN = 64
 CAP_GENERIC = 512
 
