@@ -186,13 +186,20 @@ def mount(app: web.Application, probe: QueueProbe | None = None) -> None:
     app.router.add_get("/metrics", make_handler(probe))
 
 
-async def health(request: web.Request) -> web.Response:
-    """``GET /healthz`` for processes without the Slack app (workers)."""
-    return web.json_response({"ok": True})
+async def serve_for_worker(
+    host: str,
+    port: int,
+    probe: QueueProbe | None = None,
+    alive: Callable[[], bool] = lambda: True,
+) -> web.AppRunner:
+    """Serve ``/healthz`` (503 once ``alive()`` is False) and ``/metrics`` from a worker process;
+    ``cleanup()`` the runner to stop."""
 
+    async def health(request: web.Request) -> web.Response:
+        if not alive():
+            return web.json_response({"ok": False, "status": "worker stopped"}, status=503)
+        return web.json_response({"ok": True})
 
-async def serve_for_worker(host: str, port: int, probe: QueueProbe | None = None) -> web.AppRunner:
-    """Serve ``/healthz`` and ``/metrics`` from a worker process; cleanup() the runner to stop."""
     app = web.Application()
     app.router.add_get("/healthz", health)
     mount(app, probe)

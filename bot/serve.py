@@ -83,11 +83,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
 async def _workers(settings: Settings) -> None:
     from aiohttp import web
 
-    from bot.app import create_app
+    from bot import metrics
+    from bot.app import RUNTIME, create_app
 
     # The same app without a listening socket: its startup starts the workers, cleanup stops them.
-    runner = web.AppRunner(create_app(settings, start_workers=True))
+    app = create_app(settings, start_workers=True)
+    runner = web.AppRunner(app)
     await runner.setup()
+    # Only /healthz and /metrics are served from a worker (probes and Prometheus need them).
+    rt = app[RUNTIME]
+    health = await metrics.serve_for_worker(
+        settings.host, settings.port, alive=lambda: bool(rt.tasks) and not any(t.done() for t in rt.tasks)
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -96,6 +103,7 @@ async def _workers(settings: Settings) -> None:
     try:
         await stop.wait()
     finally:
+        await health.cleanup()
         await runner.cleanup()
 
 

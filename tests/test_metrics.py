@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -158,7 +163,8 @@ async def test_slack_retries_and_errors_are_counted(stack: Stack) -> None:
 
 async def test_worker_health_and_metrics_server() -> None:
     metrics.job_dead_lettered("slash")
-    runner = await metrics.serve_for_worker("127.0.0.1", 0)
+    alive = [True]
+    runner = await metrics.serve_for_worker("127.0.0.1", 0, alive=lambda: alive[0])
     try:
         base = f"http://127.0.0.1:{runner.addresses[0][1]}"
         async with aiohttp.ClientSession() as session:
@@ -166,6 +172,55 @@ async def test_worker_health_and_metrics_server() -> None:
                 assert resp.status == 200
             async with session.get(f"{base}/metrics") as resp:
                 text = await resp.text()
+            alive[0] = False  # the worker loop ended: the probe must fail so the pod restarts
+            async with session.get(f"{base}/healthz") as resp:
+                assert resp.status == 503
     finally:
         await runner.cleanup()
     assert 'denpex_jobs_dead_lettered_total{source="slash"}' in text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_denpex_worker_process_serves_health_and_metrics(
+    redis_url: str, slack_api: SlackStandin
+) -> None:
+    """What the Kubernetes probes and Prometheus see from `denpex worker`."""
+    port = free_port()
+    env = dict(
+        os.environ,
+        REDIS_URL=redis_url,
+        SLACK_BOT_TOKEN=slack_api.token,
+        SLACK_SIGNING_SECRET="signing",
+        SLACK_API_URL=slack_api.api_url,
+        HOST="127.0.0.1",
+        PORT=str(port),
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot.cli", "worker", env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        status, text = 0, ""
+        async with aiohttp.ClientSession() as session:
+            for _ in range(200):  # until the process listens (a few seconds at most)
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        status = resp.status
+                    async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+                        text = await resp.text()
+                    break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+        assert status == 200
+        assert "# TYPE denpex_jobs_completed_total counter" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    # Its logs are JSON lines.
+    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert lines and all(json.loads(line)["level"] for line in lines)
