@@ -324,3 +324,46 @@ async def test_inline_log_is_diagnosed_by_the_worker_and_posted(
     answer = json.dumps([r.args for r in replies])
     assert "out of memory" in answer.lower()
     assert TOKEN not in json.dumps([c.args for c in denpex_app.slack.calls])
+
+
+FAKE_KUBECTL = """#!/bin/sh
+# Answers the kubectl calls of report-failed-job.sh for a Job that failed.
+case "$*" in
+  *"wait"*"condition=complete"*) exec sleep 30 ;;
+  *"wait"*"condition=failed"*) exit 0 ;;
+  *"get job/"*"conditions"*) printf 'Failed' ;;
+  *"get job/"*"metadata.uid"*) printf 'uid-123' ;;
+  *"get pods"*"-o name"*) echo pod/train-abc ;;
+  *"get pods"*"exitCode"*) printf '137' ;;
+  *"logs pod/train-abc"*) cat "$LOGDIR/pod.log" ;;
+  *"config current-context"*) echo gpu-east ;;
+  *) echo "unexpected kubectl $*" >&2; exit 1 ;;
+esac
+"""
+
+
+async def test_kubernetes_script_reports_a_failed_job_from_its_pod_logs(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("kubectl", FAKE_KUBECTL), ("denpex", FAKE_DENPEX)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "pod.log").write_text(OOM_LOG)
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        LOGDIR=str(tmp_path),
+        DENPEX_URL="http://127.0.0.1:9",
+        DENPEX_SECRET_FILE=str(tmp_path / "secret"),
+    )
+    proc = await asyncio.create_subprocess_exec(
+        str(INTEGRATIONS / "kubernetes" / "report-failed-job.sh"), "training", "llama", env=env
+    )
+    assert await asyncio.wait_for(proc.wait(), timeout=60) == 0
+    args = (tmp_path / "denpex-args").read_text().splitlines()
+    assert args[0] == "report" and args[1].endswith("train-abc.log")
+    flags = dict(zip(args[2::2], args[3::2], strict=True))
+    assert flags["--job-id"] == "k8s-uid-123"
+    assert flags["--job-name"] == "llama"
+    assert flags["--cluster"] == "gpu-east"
+    assert flags["--exit-code"] == "137"

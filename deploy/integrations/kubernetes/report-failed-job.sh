@@ -19,7 +19,7 @@ kubectl -n "$namespace" wait "job/$job" --for=condition=complete --timeout=24h &
 complete=$!
 kubectl -n "$namespace" wait "job/$job" --for=condition=failed --timeout=24h &
 failed=$!
-while kill -0 "$complete" 2>/dev/null && kill -0 "$failed" 2>/dev/null; do sleep 5; done
+while kill -0 "$complete" 2>/dev/null && kill -0 "$failed" 2>/dev/null; do sleep 1; done
 kill "$complete" "$failed" 2>/dev/null || true
 
 status=$(kubectl -n "$namespace" get "job/$job" \
