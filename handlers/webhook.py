@@ -120,9 +120,10 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
         try:
             fresh = await queue.enqueue(job)
         except Exception as exc:  # a full queue or Redis away: the sender should retry later
-            log.warning("webhook job %s not queued: %s", job_id, exc)
+            log.warning("webhook job %s not queued: %s", job_id, exc, extra={"job_id": job.id})
             return _error(503, "the report could not be queued; retry later", retry_after=5)
-        log.info("webhook job %s %s", job_id, "enqueued" if fresh else "duplicate")
+        state = "enqueued" if fresh else "duplicate"
+        log.info("webhook job %s %s", job_id, state, extra={"job_id": job.id})
         return web.json_response({"job": job_id, "duplicate": not fresh}, status=202)
 
     return job_failure

@@ -139,6 +139,11 @@ async def test_a_webhook_job_with_secrets_in_its_log_leaves_none_in_the_logs(
         await runner.cleanup()
     text = stream.getvalue()
     assert text, "the run should have logged something"
+    # The webhook's line and the worker's lines about the job carry its id.
+    records = lines(stream)
+    [queued] = [r for r in records if "webhook job log-1 enqueued" in r["message"]]
+    assert queued["job_id"]
+    assert any(r["job_id"] == queued["job_id"] for r in records if r["logger"] != "handlers.webhook")
     for secret in (WEBHOOK_SECRET, SIGNING_SECRET, HF_TOKEN, AWS_KEY, slack_api.token):
         assert secret not in text
     # What reached Slack is redacted too.
