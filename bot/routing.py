@@ -28,7 +28,7 @@ from aiohttp import web
 from bot import metrics
 from bot.keys import Keys
 from bot.remote_logs import RemoteLogError, fetcher_from_settings
-from bot.settings import Settings
+from bot.settings import Settings, SettingsError
 from handlers import webhook
 from handlers.webhook import DEFAULT_KEY_ID, TokenBucket, WebhookConfig
 
@@ -36,7 +36,7 @@ MATCH_KEYS = ("cluster", "job_name", "user")
 RATE_PREFIX = f"{Keys().prefix}:webhook:rate"  # one bucket per sender under it
 
 
-class RoutingError(Exception):
+class RoutingError(SettingsError):
     """The routing file is unreadable or invalid; the message lists every problem."""
 
 

@@ -49,7 +49,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.logging_setup import configure_from_settings
 
     configure_from_settings(settings)
-    app = create_app(settings, start_workers=not args.no_worker)
+    try:
+        app = create_app(settings, start_workers=not args.no_worker)
+    except SettingsError as exc:  # e.g. a bad routing file: one line, not a traceback
+        print(f"denpex: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     if settings.socket_mode:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
@@ -76,7 +80,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from bot.logging_setup import configure_from_settings
 
     configure_from_settings(settings)
-    asyncio.run(_workers(settings))
+    try:
+        asyncio.run(_workers(settings))
+    except SettingsError as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     return 0
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,27 @@ def test_example_routing_file_is_valid() -> None:
     example = Path(__file__).resolve().parents[1] / "deploy" / "routing.example.yaml"
     router = load_routes(example, default="C0DEFAULT")
     assert router.routes, "the example should show at least one route"
+
+
+def test_serve_refuses_a_bad_routing_file_with_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "routes:\n  - match: {clutser: a}\n    channel: C1\n")
+    env = dict(
+        os.environ,
+        SLACK_BOT_TOKEN="xoxb-routing-test",
+        SLACK_SIGNING_SECRET="signing",
+        DENPEX_ROUTING_FILE=str(path),
+        PORT="1",
+    )
+    env.pop("REDIS_URL", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve", "--no-worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"denpex: {path}: routes[0].match.clutser: unknown field (expected one of cluster, job_name, user)"
+    )
