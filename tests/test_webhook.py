@@ -317,3 +317,29 @@ def test_openssl_recipe_signs_like_the_server(tmp_path: Any) -> None:
         check=True,
     )
     assert "v1=" + out.stdout.strip() == sign(SECRET, 1700000000, body)
+
+
+class BrokenQueue:
+    """A queue whose Redis is gone."""
+
+    async def enqueue(self, job: Job) -> bool:
+        raise ConnectionError("Error 111 connecting to redis:6379. Connection refused.")
+
+
+async def test_queue_outage_answers_503_so_the_sender_retries(fake_redis: Any, key_prefix: str) -> None:
+    app = web.Application()
+    config = WebhookConfig(secrets={"default": SECRET}, max_body_bytes=64 * 1024, route=route)
+    limiter = TokenBucket(fake_redis, rate=1, burst=5, prefix=f"{key_prefix}:rate")
+    register(app, queue=BrokenQueue(), config=config, limiter=limiter)
+    runner, url = await start(app)
+    try:
+        raw = json.dumps(report()).encode()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=signed(raw)) as resp,
+        ):
+            assert resp.status == 503
+            assert resp.headers["Retry-After"] == "5"
+            assert "retry later" in (await resp.json())["error"]
+    finally:
+        await runner.cleanup()
