@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -33,7 +34,13 @@ def add_commands(sub: Any) -> None:
         metavar="N",
         help="context lines around the initiating line",
     )
-    p.add_argument("--processes", type=int, default=1, metavar="N", help="read several files in N processes")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes for large inputs (default: one per core; small inputs always use one)",
+    )
     p.add_argument(
         "--library", type=Path, metavar="DIR", help="a signature library folder (default: bundled)"
     )

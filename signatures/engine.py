@@ -61,10 +61,9 @@ def scan_sources(
     library = library or default_library()
     limits = limits or DEFAULT_LIMITS
     items = [as_source(s) for s in sources]
-    on_disk = [s for s in items if s.path is not None]
-    if processes > 1 and len(on_disk) > 1 and len(on_disk) == len(items):
-        from signatures import parallel  # the pool machinery costs start-up time; load it on demand
+    from signatures import parallel
 
+    if parallel.worth_a_pool(items, processes):
         per_source = parallel.scan_files(items, library, limits, processes)
     else:
         budget = _Budget(limits)

@@ -79,15 +79,25 @@ class TextScan:
             hit.matcher = library.matchers[cast(int, hit.matcher)]
 
 
-def read_text(library: Library, name: str, file_index: int, chunks: Iterator[bytes]) -> TextScan:
-    """Scan one text's chunks and return its verified hits."""
+def read_text(
+    library: Library,
+    name: str,
+    file_index: int,
+    chunks: Iterator[bytes],
+    *,
+    prev_tail: list[bytes] | None = None,
+) -> TextScan:
+    """Scan one text's chunks and return its verified hits.
+
+    ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file.
+    """
     result = TextScan(name=name, file_index=file_index)
     default_rank = rank_from_name(name)
     scanner = library.scanner
     matchers = library.matchers
     kept_context: dict[int, int] = {}
     done_facts: set[str] = set()
-    prev_tail: list[bytes] = []
+    prev_tail = list(prev_tail or [])
     base = 0  # lines before the current chunk
 
     window = _lookahead(chunks)

@@ -1,40 +1,61 @@
-"""Reading several log files at once in a process pool (one file per task)."""
+"""Reading logs in a process pool: several files at once, and one large file in byte ranges.
+
+One log per rank is common, so files are the natural unit of work. A single large plain-text
+file is cut into ranges that start at line boundaries; each range is scanned on its own and the
+results are joined by adding the line counts of the ranges before it, so the answer is the same
+as reading the file in one pass.
+"""
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from signatures.hits import TextScan, read_text
+from signatures.hits import BEFORE_LINES, TextScan, read_text
 from signatures.library import Library
-from signatures.sources import Limits, Source, _Budget, open_texts
+from signatures.sources import (
+    GZIP_MAGIC,
+    READ_SIZE,
+    ZIP_MAGIC,
+    Limits,
+    Source,
+    _Budget,
+    _text_chunks,
+    open_texts,
+)
+
+RANGE_MIN = 64 << 20  # a range smaller than this costs more to hand off than it saves
+POOL_MIN = 32 << 20  # below this much input a pool's start-up is not worth it
 
 _worker_library: Library | None = None
 
 
-def _init(root: str | None, backend: str | None) -> None:
-    global _worker_library
-    _worker_library = Library.load(Path(root) if root else None, backend=backend)
+@dataclass(frozen=True)
+class Task:
+    source_index: int
+    part: int
+    parts: int
 
 
-def _scan_one(source: Source, limits: Limits) -> list[TextScan]:
-    assert _worker_library is not None
-    budget = _Budget(limits)
-    scans = [
-        read_text(_worker_library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)
-    ]
-    for scan in scans:
-        scan.detach()
-    return scans
+def worth_a_pool(sources: list[Source], processes: int) -> bool:
+    """Whether reading these sources in ``processes`` processes can beat one process."""
+    if processes < 2 or not sources or any(s.path is None for s in sources):
+        return False
+    sizes = [_size(s) for s in sources]
+    return sum(sizes) >= POOL_MIN and (len(sources) > 1 or sizes[0] >= 2 * RANGE_MIN)
 
 
 def scan_files(
     sources: list[Source], library: Library, limits: Limits, processes: int
 ) -> list[list[TextScan]]:
-    """Scan each file in a worker process; results come back in the order of ``sources``."""
-    # Largest files first keeps both workers busy to the end; the result order is restored after.
-    order = sorted(range(len(sources)), key=lambda i: -_size(sources[i]))
+    """Scan ``sources`` in a pool; results come back in the order of ``sources``."""
+    # Imported here: the pool machinery costs start-up time that small inputs never need.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = _plan(sources, processes)
     global _worker_library
     if "fork" in multiprocessing.get_all_start_methods():
         # Forked workers inherit the compiled library: no second load or compile.
@@ -44,14 +65,123 @@ def scan_files(
         root = str(library.root) if library.root else None
         pool = ProcessPoolExecutor(max_workers=processes, initializer=_init, initargs=(root, library.backend))
     with pool:
-        futures = {i: pool.submit(_scan_one, sources[i], limits) for i in order}
-        results = {i: f.result() for i, f in futures.items()}
-    out = []
-    for i in range(len(sources)):
-        for scan in results[i]:
+        futures = [(task, pool.submit(_run, sources[task.source_index], task, limits)) for task in tasks]
+        done = [(task, future.result()) for task, future in futures]
+    out: list[list[TextScan]] = []
+    for index in range(len(sources)):
+        parts = [scans for t, scans in sorted(done, key=lambda d: d[0].part) if t.source_index == index]
+        scans = parts[0] if len(parts) == 1 else [_join([s for group in parts for s in group])]
+        for scan in scans:
             scan.attach(library)
-        out.append(results[i])
+        out.append(scans)
     return out
+
+
+def _plan(sources: list[Source], processes: int) -> list[Task]:
+    # Largest work first keeps every worker busy to the end; the result order is restored after.
+    tasks = []
+    split = len(sources) < processes
+    for index, source in enumerate(sources):
+        size = _size(source)
+        parts = min(processes, size // RANGE_MIN) if split and _plain(source) else 1
+        tasks += [Task(index, part, max(parts, 1)) for part in range(max(parts, 1))]
+    return sorted(tasks, key=lambda t: -_size(sources[t.source_index]) // t.parts)
+
+
+def _init(root: str | None, backend: str | None) -> None:
+    global _worker_library
+    _worker_library = Library.load(Path(root) if root else None, backend=backend)
+
+
+def _run(source: Source, task: Task, limits: Limits) -> list[TextScan]:
+    library = _worker_library
+    assert library is not None
+    if task.parts == 1:
+        budget = _Budget(limits)
+        scans = [read_text(library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)]
+    else:
+        scans = [_scan_range(library, source, task, limits)]
+    for scan in scans:
+        scan.detach()
+    return scans
+
+
+def _scan_range(library: Library, source: Source, task: Task, limits: Limits) -> TextScan:
+    assert source.path is not None
+    size = source.path.stat().st_size
+    with open(source.path, "rb") as handle:
+        start = _line_start(handle, size * task.part // task.parts, size)
+        end = _line_start(handle, size * (task.part + 1) // task.parts, size)
+        seed = _lines_before(handle, start)
+
+        def blocks() -> Iterator[bytes]:
+            handle.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                block = handle.read(min(READ_SIZE, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                yield block
+
+        chunks = _text_chunks(source.name, blocks(), limits, _Budget(limits), None)
+        return read_text(library, source.name, 0, chunks, prev_tail=seed)
+
+
+def _line_start(handle: BinaryIO, pos: int, size: int) -> int:
+    """The offset of the first line that starts at or after ``pos``."""
+    if pos <= 0:
+        return 0
+    handle.seek(pos - 1)
+    offset = pos - 1
+    while offset < size:
+        block = handle.read(1 << 16)
+        if not block:
+            break
+        i = block.find(b"\n")
+        if i >= 0:
+            return offset + i + 1
+        offset += len(block)
+    return size
+
+
+def _lines_before(handle: BinaryIO, start: int) -> list[bytes]:
+    """The last lines before ``start``, so a range's first hits still see their traceback."""
+    if start == 0:
+        return []
+    back = min(start, 1 << 16)
+    handle.seek(start - back)
+    data = handle.read(back)
+    return data.rstrip(b"\n").split(b"\n")[-BEFORE_LINES:]
+
+
+def _join(parts: list[TextScan]) -> TextScan:
+    """One file's scan from its ranges, in order: line numbers shift by the lines before."""
+    joined = TextScan(name=parts[0].name, file_index=0)
+    offset = 0
+    for part in parts:
+        for hit in part.hits:
+            hit.line += offset
+        joined.hits.extend(part.hits)
+        for pid, n in part.counts.items():
+            joined.counts[pid] = joined.counts.get(pid, 0) + n
+        for key, value in part.facts.items():
+            joined.facts.setdefault(key, value)
+        joined.bytes += part.bytes
+        offset += part.lines
+    joined.lines = offset
+    return joined
+
+
+def _plain(source: Source) -> bool:
+    if source.path is None:
+        return False
+    try:
+        with open(source.path, "rb") as handle:
+            head = handle.read(4)
+    except OSError:
+        return False
+    return not (head.startswith(GZIP_MAGIC) or head.startswith(ZIP_MAGIC))
 
 
 def _size(source: Source) -> int:
