@@ -34,7 +34,12 @@ FACTS: tuple[FactPattern, ...] = (
     _fact("triton", r"\btriton(?:==| version:? )(?P<v>[0-9]+\.[0-9]+[\w.+-]*)"),
     _fact("python", r"Python version: (?P<v>3\.[0-9]+(?:\.[0-9]+)?)"),
     _fact("gpu", r"GPU 0: (?P<v>NVIDIA [A-Za-z0-9 .-]+?)(?: \(UUID|$)"),
-    _fact("gpu", r"\| +[0-9]+ +(?P<v>NVIDIA [A-Za-z0-9 .-]+?) +(?:On|Off) +\|"),
+    # nvidia-smi's table row; scanning for the literal first keeps the leading `| 0 ` cheap.
+    _fact(
+        "gpu",
+        r"\| +[0-9]+ +(?P<v>NVIDIA [A-Za-z0-9 .-]+?) +(?:On|Off) +\|",
+        scan=r"NVIDIA [^|\n]+(?:On|Off) +\|",
+    ),
     _fact("world_size", r"\b(?:world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
 )

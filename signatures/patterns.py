@@ -133,4 +133,8 @@ def scan_form(regex: str) -> str:
     body = _NAMED_GROUP.sub("(", regex)
     if body.startswith("^"):
         body = body[1:]
+    # Unanchored, a leading optional run of blanks adds nothing but cost to the scan.
+    for lead in (" *", r"[ \t]*", "[ \t]*"):
+        if body.startswith(lead):
+            body = body[len(lead) :]
     return body
