@@ -153,7 +153,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rg = shutil.which("rg")
     big = 100 * MB if args.quick else 1024 * MB
-    sizes = [100 * MB, big] if not args.quick else [25 * MB, 50 * MB, 100 * MB]
+    sizes = [100 * MB, 256 * MB, 512 * MB, big] if not args.quick else [25 * MB, 50 * MB, 100 * MB]
     lits = args.out / "literals.txt"
     n_lits = literals_file(lits)
     print(f"library literals: {n_lits}; ripgrep: {rg or 'not installed (apt-get install ripgrep)'}")
