@@ -206,6 +206,10 @@ def hf_trainer(rng: random.Random) -> str:
     def say(rank: int, when: float, text: str) -> None:
         log.add(when, f"[default{rank}]:{text}")
 
+    for r in range(nranks):
+        when = 4.0 + r * 0.011
+        say(r, when, f"{SITE}/transformers/utils/generic.py:441: FutureWarning: `torch.utils._pytree._register_pytree_node` is deprecated. Please use `torch.utils._pytree.register_pytree_node` instead.")
+        say(r, when + 1e-4, "  _torch_pytree._register_pytree_node(")
     t = 6.0
     for r in range(nranks):
         when = t + r * 0.013 + rng.random() * 0.05
@@ -398,6 +402,8 @@ def lightning(rng: random.Random) -> str:
               f"{BOLD}Total estimated model params size (MB){RESET}: 497"]
     log.extend(9.0, (f"0: {x}" for x in table), 0.0001)
     say(0, 9.1, f"{SITE}/lightning/pytorch/trainer/connectors/data_connector.py:441: The 'val_dataloader' does not have many workers which may be a bottleneck. Consider increasing the value of the `num_workers` argument` to `num_workers=15` in the `DataLoader` to improve performance.")
+    say(0, 9.15, f"{SITE}/torch/utils/data/dataloader.py:558: UserWarning: This DataLoader will create 16 worker processes in total. Our suggested max number of worker in current system is 12, which is smaller than what this DataLoader is going to create. Please be aware that excessive worker creation might get DataLoader running slow or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.")
+    say(0, 9.15, "  warnings.warn(_create_warning_msg(")
     say(0, 9.2, "Sanity Checking: |          | 0/? [00:00<?, ?it/s]\rSanity Checking:   0%|          | 0/2 [00:00<?, ?it/s]\rSanity Checking DataLoader 0:  50%|█████     | 1/2 [00:00<00:00,  3.11it/s]\rSanity Checking DataLoader 0: 100%|██████████| 2/2 [00:00<00:00,  5.87it/s]")
     steps, epochs, per_step = 1500, 4, 0.231
     loss = 10.9
@@ -459,6 +465,10 @@ def megatron(rng: random.Random) -> str:
     def err(rank: int, when: float, text: str) -> None:
         log.add(when, f"[1,{rank}]<stderr>:{text}")
 
+    for r in range(nranks):
+        err(r, 0.1 + r * 0.001, "/usr/lib/python3/dist-packages/requests/__init__.py:87: RequestsDependencyWarning: urllib3 (2.0.7) or chardet (5.2.0)/charset_normalizer (2.0.12) doesn't match a supported version!")
+        err(r, 0.1 + r * 0.001 + 1e-5, "  warnings.warn(\"urllib3 ({}) or chardet ({}) doesn't match a supported \"")
+        err(r, 11 + r * 0.002, "[W init.cpp:767] Warning: nvfuser is no longer supported in torch script, use _jit_set_nvfuser_enabled is deprecated and a no-op (function operator())")
     out(0, 0.5, "using world size: 64, data-parallel size: 8, context-parallel size: 1 tensor-model-parallel size: 4, pipeline-model-parallel size: 2 ")
     out(0, 0.5, "using torch.float16 for parameters ...")
     out(0, 0.5, "------------------------ arguments ------------------------")
@@ -608,6 +618,7 @@ def deepspeed(rng: random.Random) -> str:
         remote(node, b + 0.1, " [WARNING]  Please specify the CUTLASS repo directory as environment variable $CUTLASS_PATH")
         remote(node, b + 0.1, " [WARNING]  sparse_attn requires a torch version >= 1.5 and < 2.0 but detected 2.3")
         remote(node, b + 0.1, " [WARNING]  using untested triton version (2.3.0), only 1.0.0 is known to be compatible")
+        remote(node, b + 0.2, ds(b + 0.2, "cache_utils.py:45:__init__", "The cache directory for DeepSpeed Triton autotune, /home/mlops/.triton/autotune, appears to be on an NFS system. While this is generally acceptable, if you experience slowdowns or hanging when DeepSpeed exits, it is recommended to set the TRITON_CACHE_DIR environment variable to a non-NFS path.", "WARNING"))
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:146:main", "WORLD INFO DICT: {'worker-0': [0, 1, 2, 3, 4, 5, 6, 7], 'worker-1': [0, 1, 2, 3, 4, 5, 6, 7]}"))
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:152:main", f"nnodes=2, num_local_procs=8, node_rank={node}"))
         remote(node, b + 0.3, ds(b + 0.3, "launch.py:163:main", "global_rank_mapping=defaultdict(<class 'list'>, {'worker-0': [0, 1, 2, 3, 4, 5, 6, 7], 'worker-1': [8, 9, 10, 11, 12, 13, 14, 15]})"))
