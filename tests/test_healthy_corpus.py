@@ -23,8 +23,7 @@ KNOWN = yaml.safe_load((HEALTHY / "known_false_positives.yaml").read_text("utf-8
 
 def _is_known(signature_id: str, file: str, text: str) -> bool:
     return any(
-        k["signature"] == signature_id and Path(file).name == k["file"] and k["line"] in text
-        for k in KNOWN
+        k["signature"] == signature_id and Path(file).name == k["file"] and k["line"] in text for k in KNOWN
     )
 
 
@@ -51,9 +50,7 @@ def test_known_false_positives_still_hit():
         k
         for k in KNOWN
         if not any(
-            f.signature_id == k["signature"]
-            and Path(f.file).name == k["file"]
-            and k["line"] in f.text
+            f.signature_id == k["signature"] and Path(f.file).name == k["file"] and k["line"] in f.text
             for f in findings
         )
     ]
@@ -63,9 +60,7 @@ def test_known_false_positives_still_hit():
 @pytest.mark.parametrize("name", NAMES)
 def test_committed_log_matches_its_generator(name):
     # The generator is seeded: a drift means someone edited one without regenerating the other.
-    assert (HEALTHY / name).read_bytes() == render(name).encode("utf-8"), (
-        "run tests/healthy/generate.py"
-    )
+    assert (HEALTHY / name).read_bytes() == render(name).encode("utf-8"), "run tests/healthy/generate.py"
 
 
 @pytest.mark.parametrize("name", NAMES)
