@@ -73,9 +73,10 @@ class ThreadEvidence:
         known = {_identity(r) for r in await self.logs(channel, thread_ts)}
         for ref in logs:
             if ref.kind == "inline":
-                # Off the event loop: redacting a pasted 10 MB log takes seconds, and the web
-                # process shares this loop when workers run in it.
-                ref = replace(ref, text=await asyncio.to_thread(redact, ref.text or ""))
+                # Kept bounded (head and tail, where failures and their cascades are) and redacted,
+                # off the event loop: the web process shares this loop when workers run in it.
+                excerpt = _excerpt(ref.text or "")
+                ref = replace(ref, text=await asyncio.to_thread(redact, excerpt))
             if _identity(ref) in known:
                 continue
             known.add(_identity(ref))
@@ -98,6 +99,20 @@ class ThreadEvidence:
             key = self.keys.thread_asked(channel, thread_ts)
             await self.redis.sadd(key, *facts)
             await self.redis.expire(key, self.retention_s)
+
+
+INLINE_HEAD = 64 * 1024
+INLINE_TAIL = 448 * 1024
+
+
+def _excerpt(text: str) -> str:
+    """At most INLINE_HEAD + INLINE_TAIL characters of a pasted log, cut at line ends."""
+    if len(text) <= INLINE_HEAD + INLINE_TAIL:
+        return text
+    head = text[:INLINE_HEAD].rsplit("\n", 1)[0]
+    tail = text[-INLINE_TAIL:].split("\n", 1)[-1]
+    skipped = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {skipped} characters of this log were not kept ...]\n{tail}"
 
 
 def _identity(ref: LogRef) -> tuple[str, str]:

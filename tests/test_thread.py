@@ -198,3 +198,14 @@ async def test_recurrence_is_noted_on_a_new_diagnosis(denpex: Denpex) -> None:
     assert ", last on 20" in text_of(second)  # the date of the first one
     (answer,) = await ask(denpex, "1700000600.000060", "have we seen this before?")
     assert "Seen 2 times in this channel" in answer.text
+
+
+def test_a_long_pasted_log_is_kept_as_head_and_tail_only() -> None:
+    from bot.followup_jobs import INLINE_HEAD, INLINE_TAIL, _excerpt
+
+    text = "".join(f"line {i}\n" for i in range(200_000)) + "RuntimeError: the end\n"
+    kept = _excerpt(text)
+    assert len(kept) < INLINE_HEAD + INLINE_TAIL + 200
+    assert kept.startswith("line 0\n") and kept.endswith("RuntimeError: the end\n")
+    assert "were not kept" in kept
+    assert _excerpt("short\n") == "short\n"
