@@ -109,13 +109,16 @@ def find_all(
 ) -> list[Finding]:
     """Every verified signature hit in ``sources`` (after echo and advice filtering)."""
     library = library or default_library()
-    out = []
+    out: dict[tuple[str, str, int], Finding] = {}  # one finding per signature and line
     for scan in scan_sources(sources, library=library):
         for hit in scan.hits:
             sig = hit.matcher.signature
             if sig is not None:
-                out.append(Finding(sig.id, sig.role.value, hit.file, hit.line, hit.text))
-    return out
+                out.setdefault(
+                    (sig.id, hit.file, hit.line),
+                    Finding(sig.id, sig.role.value, hit.file, hit.line, hit.text),
+                )
+    return list(out.values())
 
 
 def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:

@@ -218,3 +218,13 @@ def test_the_same_exception_without_recovery_is_unrecognized(library: Library) -
         "ConnectionResetError: [Errno 104] Connection reset by peer\n"
     )
     assert run(library, log).status is Status.UNRECOGNIZED
+
+
+def test_find_all_reports_a_line_once_per_signature(tmp_path: Path) -> None:
+    from signatures.engine import find_all
+
+    lib = build_library(
+        tmp_path, [signature_doc("oom", fingerprints=[{"literal": "out of memory"}, {"literal": "CUDA out"}])]
+    )
+    found = find_all([Source.from_text("x.log", "RuntimeError: CUDA out of memory\n")], lib)
+    assert [(f.signature_id, f.line) for f in found] == [("oom", 1)]
