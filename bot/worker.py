@@ -251,7 +251,8 @@ class Worker:
             await self._process_bound(delivery)
 
     async def _process_bound(self, delivery: Delivery) -> None:
-        heartbeat = asyncio.create_task(self._heartbeat(delivery.entry_id))
+        done = asyncio.Event()
+        heartbeat = asyncio.create_task(self._heartbeat(delivery.entry_id, done))
         try:
             await self._handle(delivery)
         except asyncio.CancelledError:
@@ -265,15 +266,20 @@ class Worker:
             log.exception("job %s failed (delivery %d)", delivery.entry_id, delivery.deliveries)
             metrics.job_failed(_source(delivery.payload))
         finally:
+            # Stop by flag as well as by cancel: a cancel that lands inside a Redis call can be
+            # swallowed by the client, and the heartbeat must never outlive its job.
+            done.set()
             heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            await asyncio.wait([heartbeat], timeout=5)
 
-    async def _heartbeat(self, entry_id: str) -> None:
+    async def _heartbeat(self, entry_id: str, done: asyncio.Event) -> None:
         # A job in progress must not look idle, or another worker would claim it while it runs.
         period = max(0.05, self.queue.visibility_timeout_ms / 3000)
-        while True:
-            await asyncio.sleep(period)
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), timeout=period)
+            if done.is_set():
+                return
             with contextlib.suppress(Exception):
                 await self.queue.touch(entry_id, self.name)
 
