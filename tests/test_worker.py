@@ -314,3 +314,34 @@ async def test_embedded_fakeredis_runs_the_same_worker(
     [reply] = slack_api.thread("C1", "1.0")
     assert reply.blocks == render_diagnosis(_expected(), job_meta={}).blocks
     assert await queue.idle()
+
+
+async def test_refused_download_is_an_error(stack: WorkerStack) -> None:
+    stack.slack.fail_next("download", 403)
+    await stack.queue.enqueue(_file_job(stack))
+    await stack.worker().drain()
+    [reply] = _replies(stack)
+    assert "refused the download of rank0.log (HTTP 403)" in reply.text
+
+
+async def test_url_logs_without_a_fetcher_are_an_error(stack: WorkerStack) -> None:
+    job = Job(
+        source="webhook",
+        dedupe_key="hook-1",
+        channel="C1",
+        thread_ts="1.0",
+        logs=[LogRef("url", "rank0.log", url="https://logs.example/rank0.log")],
+    )
+    await stack.queue.enqueue(job)
+    await stack.worker().drain()
+    [reply] = _replies(stack, "1.0")
+    assert "URL is not enabled" in reply.text
+
+
+def test_log_names_cannot_leave_the_job_directory() -> None:
+    from bot.worker import _file_name
+
+    assert _file_name("../../etc/passwd") == "passwd"
+    assert _file_name("..") == "log"
+    assert _file_name("C:\\logs\\rank 3.log.gz") == "rank_3.log.gz"
+    assert "/" not in _file_name("a/b/../c.zip")
