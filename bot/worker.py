@@ -178,6 +178,15 @@ class Worker:
                     log.warning("queue unavailable (%s); retrying", exc)
                     await _sleep_unless(stop, 1.0)
                     continue
+                except redis.exceptions.ResponseError as exc:
+                    # NOGROUP / no such key: the stream is gone (a restart without persistence,
+                    # a FLUSHDB). Recreate it rather than let the worker die.
+                    log.warning("queue stream missing (%s); recreating it", exc)
+                    await _sleep_unless(stop, 1.0)
+                    with contextlib.suppress(*REDIS_DOWN):
+                        await self.queue.setup()
+                        await self.queue.join(self.name)
+                    continue
                 for delivery in batch:
                     self._start(delivery)
         finally:

@@ -330,3 +330,22 @@ async def test_two_worker_processes_split_the_load(
     done_by = [(await stack.queue.progress(j.id))["worker"] for j in jobs]
     assert set(done_by) == {"worker-a", "worker-b"}
     assert await stack.queue.idle()
+
+
+async def test_worker_survives_its_stream_being_deleted(stack: WorkerStack, engine_pool: Any) -> None:
+    # Redis restarted without persistence (or FLUSHDB): the group is gone with the stream.
+    worker = stack.worker(executor=engine_pool, poll_block_ms=50)
+    stop = asyncio.Event()
+    running = asyncio.create_task(worker.run(stop))
+    try:
+        first = _inline_job(1)
+        await stack.queue.enqueue(first)
+        await until(lambda: _true(_answers(stack.slack, first)), "the first reply")
+        await stack.redis.delete(stack.keys.jobs)
+        second = _inline_job(2)
+        await stack.queue.enqueue(second)
+        await until(lambda: _true(_answers(stack.slack, second)), "a reply after the stream was deleted")
+    finally:
+        stop.set()
+        await running
+    assert len(_answers(stack.slack, second)) == 1
