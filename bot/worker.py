@@ -187,6 +187,11 @@ class Worker:
                         await self.queue.setup()
                         await self.queue.join(self.name)
                     continue
+                except Exception:
+                    # A bug in the loop must not silently stop all work in a serving process.
+                    log.exception("worker %s: error while fetching jobs; retrying", self.name)
+                    await _sleep_unless(stop, 1.0)
+                    continue
                 for delivery in batch:
                     self._start(delivery)
         finally:
