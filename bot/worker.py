@@ -412,8 +412,8 @@ class Worker:
                 raise JobFailed(f"The attached report is not a Denpex diagnosis ({exc}).") from exc
         else:
             # Open the thread first so the user sees the job was taken while the logs download.
-            job = await self.open_thread(job)
-            diagnosis = await self._run_engine(job)
+            diagnosis = await self._run_engine(await self.open_thread(job))
+        # The original job: the store files it under the channel it came from.
         await self._answer(job, diagnosis)
 
     async def _run_engine(self, job: Job) -> Diagnosis:
