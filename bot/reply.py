@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -34,6 +35,8 @@ RETRIES = 3  # per call, for each of: connection errors, 429 (after Retry-After)
 CANNOT_POST_HERE = frozenset(
     {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "access_denied"}
 )
+# Slack message metadata on a job's final reply (event_payload: {"job_id": ...}).
+REPLY_EVENT = "denpex_reply"
 # Errors about the blocks themselves: the text-only form still gets the answer across.
 BAD_BLOCKS = frozenset({"invalid_blocks", "msg_blocks_too_long", "invalid_blocks_format"})
 
@@ -92,7 +95,7 @@ class SlackReplier:
                 # The bot cannot post in the channel: answer through response_url instead.
                 return await self._respond(job, message)
             thread_ts = parent.ts
-        posted = await self.post(job, message, thread_ts=thread_ts)
+        posted = await self.post(job, message, thread_ts=thread_ts, final=True)
         if message.file_text and posted.ts and posted.channel:
             await self._attach(posted.channel, posted.thread_ts or posted.ts, message.file_text)
         return posted
@@ -112,12 +115,19 @@ class SlackReplier:
             raise
         return PostedReply(str(resp["channel"]), str(resp["ts"]), None)
 
-    async def post(self, job: Job, message: RenderedMessage, *, thread_ts: str | None) -> PostedReply:
-        """Post ``message`` in the job's channel (in ``thread_ts``), else via response_url."""
+    async def post(
+        self, job: Job, message: RenderedMessage, *, thread_ts: str | None, final: bool = False
+    ) -> PostedReply:
+        """Post ``message`` in the job's channel (in ``thread_ts``), else via response_url.
+
+        ``final`` tags the message with the job id (Slack message metadata), so a retry of a
+        job whose worker died right after posting finds it instead of posting again.
+        """
         if not job.channel:
             return await self._respond(job, message)
+        metadata = {"event_type": REPLY_EVENT, "event_payload": {"job_id": job.id}} if final else None
         try:
-            resp = await self._post_message(job.channel, message, thread_ts)
+            resp = await self._post_message(job.channel, message, thread_ts, metadata)
         except SlackApiError as exc:
             if _error(exc) in CANNOT_POST_HERE and job.response_url:
                 return await self._respond(job, message)
@@ -128,6 +138,22 @@ class SlackReplier:
             raise
         return PostedReply(str(resp["channel"]), str(resp["ts"]), thread_ts)
 
+    async def find_reply(self, job: Job, channel: str, thread_ts: str) -> str | None:
+        """The ts of this job's final reply if it is already in the thread, else None."""
+        try:
+            resp = await self.client.conversations_replies(
+                channel=channel, ts=thread_ts, include_all_metadata=True, limit=200
+            )
+        except SlackApiError as exc:
+            log.warning("could not read thread %s/%s: %s", channel, thread_ts, _error(exc))
+            return None
+        for message in resp.get("messages") or []:
+            meta = message.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if meta.get("event_type") == REPLY_EVENT and payload.get("job_id") == job.id:
+                return str(message["ts"])
+        return None
+
     async def update_parent(self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None) -> None:
         """Put the headline on the parent message; a failure here only costs the headline."""
         message = render_headline(diagnosis, header)
@@ -137,7 +163,11 @@ class SlackReplier:
             log.warning("could not update the parent message %s/%s: %s", channel, ts, _error(exc))
 
     async def _post_message(
-        self, channel: str, message: RenderedMessage, thread_ts: str | None
+        self,
+        channel: str,
+        message: RenderedMessage,
+        thread_ts: str | None,
+        metadata: dict[str, Any] | None = None,
     ) -> dict[str, object]:
         try:
             resp = await self.client.chat_postMessage(
@@ -147,12 +177,15 @@ class SlackReplier:
                 thread_ts=thread_ts,
                 unfurl_links=False,
                 unfurl_media=False,
+                metadata=metadata,
             )
         except SlackApiError as exc:
             if _error(exc) not in BAD_BLOCKS:
                 raise
             log.warning("Slack refused the blocks (%s); posting the text alone", _error(exc))
-            resp = await self.client.chat_postMessage(channel=channel, text=message.text, thread_ts=thread_ts)
+            resp = await self.client.chat_postMessage(
+                channel=channel, text=message.text, thread_ts=thread_ts, metadata=metadata
+            )
         return dict(resp.data) if isinstance(resp.data, dict) else {}
 
     async def _respond(self, job: Job, message: RenderedMessage) -> PostedReply:

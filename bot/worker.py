@@ -312,6 +312,10 @@ class Worker:
             # A worker posted the answer and died before acknowledging it.
             await self._ack(delivery)
             return
+        if delivery.deliveries > 1 and await self._already_answered(job, progress):
+            # ...or died between posting it and recording that it did.
+            await self._ack(delivery)
+            return
         handler = self.handlers.get(job.kind)
         try:
             if handler is None:
@@ -324,6 +328,17 @@ class Worker:
             return
         await self._ack(delivery)
         metrics.job_completed(job.source, time.time() - job.created_at)
+
+    async def _already_answered(self, job: Job, progress: dict[str, str]) -> bool:
+        channel = progress.get("parent_channel") or job.channel
+        thread_ts = job.thread_ts or progress.get("parent_ts")
+        if not channel or not thread_ts:
+            return False
+        ts = await self.replier.find_reply(job, channel, thread_ts)
+        if ts is None:
+            return False
+        await self.queue.set_progress(job.id, replied="found", reply_ts=ts, worker=self.name)
+        return True
 
     async def _ack(self, delivery: Delivery) -> None:
         for attempt in range(5):

@@ -56,6 +56,7 @@ class Message:
     blocks: list[dict[str, Any]]
     thread_ts: str | None
     user: str = BOT_USER_ID
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass
@@ -261,6 +262,7 @@ class SlackStandin:
                 str(args.get("text") or ""),
                 list(args.get("blocks") or []),
                 args.get("thread_ts") or None,
+                metadata=args.get("metadata") if isinstance(args.get("metadata"), dict) else None,
             )
             self.messages.append(msg)
             return {
@@ -327,6 +329,11 @@ class SlackStandin:
                         "text": m.text,
                         "ts": m.ts,
                         "thread_ts": m.thread_ts or m.ts,
+                        **(
+                            {"metadata": m.metadata}
+                            if m.metadata and args.get("include_all_metadata") in (True, "1", "true")
+                            else {}
+                        ),
                     }
                     for m in msgs
                 ],

@@ -349,3 +349,27 @@ async def test_worker_survives_its_stream_being_deleted(stack: WorkerStack, engi
         stop.set()
         await running
     assert len(_answers(stack.slack, second)) == 1
+
+
+async def test_reply_posted_but_not_recorded_is_not_posted_again(
+    stack: WorkerStack, engine_pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis fails right after Slack took the reply: the job stays pending and is retried.
+    record = stack.queue.set_progress
+    failures = []
+
+    async def flaky(job_id: str, **fields: str) -> None:
+        if "replied" in fields and not failures:
+            failures.append(fields)
+            raise redis.exceptions.ConnectionError("Redis went away")
+        await record(job_id, **fields)
+
+    monkeypatch.setattr(stack.queue, "set_progress", flaky)
+    job = _inline_job(1)
+    await stack.queue.enqueue(job)
+    await stack.worker(executor=engine_pool).drain(timeout_s=60)
+    assert failures  # the first attempt did post, then failed to record it
+    [reply] = _answers(stack.slack, job)
+    progress = await stack.queue.progress(job.id)
+    assert (progress["replied"], progress["reply_ts"]) == ("found", reply.ts)
+    assert await stack.queue.idle()
