@@ -204,15 +204,15 @@ async def bench(args: argparse.Namespace) -> None:
                 for p in procs:
                     p.wait(60)
             results[n] = args.jobs / seconds
-            if n == 1:
-                print(
-                    f"1 worker , no engine (precomputed): 200 jobs in {bare:6.2f} s = {200 / bare:6.1f} jobs/s"
-                )
             print(
                 f"{n} worker{'s' if n > 1 else ' '}: {args.jobs} jobs in {seconds:6.2f} s = "
                 f"{results[n]:5.2f} jobs/s ({seconds / args.jobs * 1000:.0f} ms per job, "
                 f"{results[n] * len(data) / 1024 / 1024:.0f} MB/s of logs)"
             )
+            if n == 1:
+                print(
+                    f"1 worker, no engine (precomputed): 200 jobs in {bare:6.2f} s = {200 / bare:6.1f} jobs/s"
+                )
         if 1 in results and 2 in results:
             print(f"speed-up with 2 workers: {results[2] / results[1]:.2f}x")
         sample = next(m for m in slack.messages if m.channel == "CBENCH")
