@@ -130,6 +130,7 @@ async def test_invalid_precomputed_report_gets_an_error_reply(stack: WorkerStack
         ("logs.gz", gzip.compress(LOG)[:40] + b"\x00garbage", ""),
         ("logs.zip", b"PK\x03\x04" + b"\x00" * 64, ""),
     ],
+    ids=["binary", "truncated-gzip", "corrupt-zip"],
 )
 async def test_unreadable_logs_get_the_engine_s_message(
     stack: WorkerStack, engine_pool: Any, name: str, data: bytes, says: str
