@@ -21,11 +21,13 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
+from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot import followup_jobs, metrics
 from bot.keys import Keys
-from bot.queue import JobQueue
+from bot.queue import JobQueue, QueueFull
 from bot.redis_conn import PROTOCOL, SOCKET_TIMEOUT_S, embedded_server
 from bot.reply import make_client
 from bot.routing import mount_webhook
@@ -79,6 +81,17 @@ class Runtime:
     async def is_diagnosis_thread(self, channel: str, thread_ts: str) -> bool:
         """True when Denpex answered a diagnosis in this thread."""
         return bool(await self.redis.exists(self.store.keys.thread(channel, thread_ts)))
+
+
+async def _tell_not_queued(client: AsyncWebClient, job: Job, exc: Exception) -> None:
+    reason = str(exc) if isinstance(exc, QueueFull) else "the job queue (Redis) is unreachable"
+    text = f"I could not start on this: {reason}. Nothing was lost on your side; try again in a minute."
+    log.warning("job not queued", extra={"source": job.source, "reason": type(exc).__name__})
+    with contextlib.suppress(Exception):  # Slack may be the next thing down; the log line stays
+        if job.channel:
+            await client.chat_postMessage(channel=job.channel, thread_ts=job.thread_ts, text=text)
+        elif job.response_url:
+            await AsyncWebhookClient(job.response_url).send(text=text, response_type="ephemeral")
 
 
 def redis_client(settings: Settings) -> tuple[aioredis.Redis, bool]:
@@ -170,7 +183,12 @@ def create_app(
     holder: dict[str, Runtime] = {}
 
     async def enqueue(job: Job) -> bool:
-        return await holder["rt"].enqueue(job)
+        try:
+            return await holder["rt"].enqueue(job)
+        except (QueueFull, RedisError, OSError) as exc:
+            # Acknowledged already, but nothing was queued: say so where the user asked.
+            await _tell_not_queued(client, job, exc)
+            raise
 
     async def is_thread(channel: str, thread_ts: str) -> bool:
         return await holder["rt"].is_diagnosis_thread(channel, thread_ts)

@@ -133,3 +133,16 @@ async def test_pasted_text_over_the_limit_is_refused_in_the_ack(
         assert status == 200
         assert "over the" in body
         assert await app.drain() == 0
+
+
+async def test_a_full_queue_is_told_to_the_user_not_swallowed(denpex: Denpex) -> None:
+    from bot.queue import QueueFull
+
+    async def full(job: object) -> bool:
+        raise QueueFull("the job queue is full (500 jobs waiting)")
+
+    denpex.runtime.queue.enqueue = full
+    await denpex.send(slash_command("diagnose RuntimeError: boom", channel=CHANNEL))
+    told = [m for m in denpex.standin.messages if m.channel == CHANNEL]
+    assert len(told) == 1
+    assert "could not start" in told[0].text and "500 jobs waiting" in told[0].text
