@@ -18,10 +18,10 @@ from typing import Any
 import fakeredis
 import redis.asyncio as aioredis
 from aiohttp import web
+from redis.exceptions import RedisError
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.response import BoltResponse
-from redis.exceptions import RedisError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
