@@ -266,8 +266,4 @@ def run_docs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _json_default(value: object) -> str:
-    return str(value)
-
-
 __all__ = ["add_commands", "print_diagnosis"]

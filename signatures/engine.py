@@ -28,7 +28,7 @@ from signatures.ranking import (
     ordered,
 )
 from signatures.redact import redact
-from signatures.sources import DEFAULT_LIMITS, Limits, Source, _Budget, as_source, open_texts
+from signatures.sources import DEFAULT_LIMITS, Budget, Limits, Source, as_source, open_texts
 from signatures.spec import Signature
 
 COLLECT_ENV = (
@@ -66,7 +66,7 @@ def scan_sources(
     if parallel.worth_a_pool(items, processes):
         per_source = parallel.scan_files(items, library, limits, processes)
     else:
-        budget = _Budget(limits)
+        budget = Budget(limits)
         per_source = [
             [read_text(library, name, 0, chunks) for name, chunks in open_texts(src, limits, budget)]
             for src in items

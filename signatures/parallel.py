@@ -19,11 +19,11 @@ from signatures.sources import (
     GZIP_MAGIC,
     READ_SIZE,
     ZIP_MAGIC,
+    Budget,
     Limits,
     Source,
-    _Budget,
-    _text_chunks,
     open_texts,
+    text_chunks,
 )
 
 RANGE_MIN = 64 << 20  # a range smaller than this costs more to hand off than it saves
@@ -97,7 +97,7 @@ def _run(source: Source, task: Task, limits: Limits) -> list[TextScan]:
     library = _worker_library
     assert library is not None
     if task.parts == 1:
-        budget = _Budget(limits)
+        budget = Budget(limits)
         scans = [read_text(library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)]
     else:
         scans = [_scan_range(library, source, task, limits)]
@@ -124,7 +124,7 @@ def _scan_range(library: Library, source: Source, task: Task, limits: Limits) ->
                 remaining -= len(block)
                 yield block
 
-        chunks = _text_chunks(source.name, blocks(), limits, _Budget(limits), None)
+        chunks = text_chunks(source.name, blocks(), limits, Budget(limits), None)
         return read_text(library, source.name, 0, chunks, prev_tail=seed)
 
 

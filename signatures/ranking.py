@@ -37,14 +37,6 @@ _ROLE_TIER = {
     "wrapper": TIER_WRAPPER,
     "benign": TIER_BENIGN,
 }
-TIER_WORDS = {
-    TIER_INITIATING: "initiating",
-    TIER_UNKNOWN: "unknown error",
-    TIER_DOWNSTREAM: "downstream",
-    TIER_LATE_UNKNOWN: "unknown error after a downstream symptom",
-    TIER_WRAPPER: "wrapper",
-    TIER_BENIGN: "benign",
-}
 
 
 @dataclass

@@ -69,7 +69,7 @@ def as_source(item: Source | str | os.PathLike[str]) -> Source:
     return item if isinstance(item, Source) else Source.from_path(item)
 
 
-class _Budget:
+class Budget:
     """Counts text bytes across all of one diagnosis' inputs."""
 
     def __init__(self, limits: Limits) -> None:
@@ -85,10 +85,10 @@ class _Budget:
 
 
 def open_texts(
-    source: Source, limits: Limits, budget: _Budget | None = None
+    source: Source, limits: Limits, budget: Budget | None = None
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
     """Yield (name, chunks) for each text inside ``source``; raise InputError subclasses."""
-    budget = budget or _Budget(limits)
+    budget = budget or Budget(limits)
     raw = _raw_blocks(source)
     head, raw = _peek(raw)
     if head.startswith(ZIP_MAGIC) or head.startswith(ZIP_EMPTY):
@@ -98,10 +98,10 @@ def open_texts(
         compressed = _Counter(raw)
         yield (
             source.name,
-            _text_chunks(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
+            text_chunks(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
         )
         return
-    yield source.name, _text_chunks(source.name, raw, limits, budget, None)
+    yield source.name, text_chunks(source.name, raw, limits, budget, None)
 
 
 def _raw_blocks(source: Source) -> Iterator[bytes]:
@@ -186,7 +186,7 @@ def _gunzip(name: str, blocks: _Counter, limits: Limits) -> Iterator[bytes]:
 
 
 def _zip_texts(
-    source: Source, head: bytes, raw: Iterator[bytes], limits: Limits, budget: _Budget
+    source: Source, head: bytes, raw: Iterator[bytes], limits: Limits, budget: Budget
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
     if source.path is not None:
         file: BinaryIO = open(source.path, "rb")  # noqa: SIM115 - closed below
@@ -229,7 +229,7 @@ def _zip_texts(
 
 
 def _member_chunks(
-    name: str, member: zipfile.ZipInfo, handle: IO[bytes], limits: Limits, budget: _Budget
+    name: str, member: zipfile.ZipInfo, handle: IO[bytes], limits: Limits, budget: Budget
 ) -> Iterator[bytes]:
     compressed = max(member.compress_size, 1)
 
@@ -246,7 +246,7 @@ def _member_chunks(
         counter = _Counter(stream)
         stream = _gunzip(name, counter, limits)
     counted = _FixedCompressed(stream, compressed)
-    return _text_chunks(name, iter(counted), limits, budget, counted)
+    return text_chunks(name, iter(counted), limits, budget, counted)
 
 
 class _FixedCompressed:
@@ -260,11 +260,11 @@ class _FixedCompressed:
         return self.blocks
 
 
-def _text_chunks(
+def text_chunks(
     name: str,
     blocks: Iterator[bytes],
     limits: Limits,
-    budget: _Budget,
+    budget: Budget,
     compressed: _Counter | _FixedCompressed | None,
 ) -> Iterator[bytes]:
     """Re-cut blocks into chunks that end at a newline; check for binary data and bounds."""

@@ -7,7 +7,7 @@ reason, so an author fixes a broken library in one pass instead of one error at 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -544,7 +544,3 @@ def _display(path: Path, root: Path) -> str:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
-
-
-def signatures_by_id(signatures: Iterable[Signature]) -> Mapping[str, Signature]:
-    return {s.id: s for s in signatures}
