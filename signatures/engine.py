@@ -142,7 +142,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
             initiating=None,
             why=("No line matched a failure signature or looked like an error.",),
             summary="No failure found in the log.",
-            missing_facts=_clean_missing(environment),
+            missing_facts=CLEAN_MISSING,
             environment=environment,
             files=files,
             lines_read=lines_read,
@@ -154,10 +154,6 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     groups = _downstream(ranked[1:], top, scans)
     initiating = _evidence(top)
     why = _why(top, groups, ranked)
-    if sig is None or (status is Status.CLEAN and top.tier != TIER_BENIGN):
-        knowledge: dict[str, object] = {}
-    else:
-        knowledge = _knowledge(sig)
     summary = sig.summary if sig else f"An error no signature knows: {initiating.text.strip()[:300]}"
     if status is Status.CLEAN:
         summary = f"No failure found. Most notable warning: {sig.title}." if sig else "No failure found."
@@ -169,10 +165,10 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         downstream=tuple(groups),
         why=tuple(why),
         summary=summary,
-        root_causes=tuple(knowledge.get("root_causes", ())),  # type: ignore[arg-type]
-        fix=tuple(knowledge.get("fix", ())),  # type: ignore[arg-type]
-        decision_path=tuple(knowledge.get("decision_path", ())),  # type: ignore[arg-type]
-        checklist=tuple(knowledge.get("checklist", ())),  # type: ignore[arg-type]
+        root_causes=sig.root_causes if sig else (),
+        fix=_fix_steps(sig) if sig else (),
+        decision_path=tuple(sig.decision_path.steps()) if sig else (),
+        checklist=sig.confirm if sig else (),
         missing_facts=tuple(_missing(top, ranked, groups, environment, scans)),
         related=tuple(sig.related) if sig else (),
         environment=environment,
@@ -250,16 +246,10 @@ def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]
     return out[:20]
 
 
-def _knowledge(sig: Signature) -> dict[str, object]:
-    return {
-        "root_causes": sig.root_causes,
-        "fix": tuple(
-            {k: v for k, v in (("step", f.step), ("command", f.command), ("why", f.why)) if v}
-            for f in sig.fix
-        ),
-        "decision_path": tuple(sig.decision_path.steps()),
-        "checklist": sig.confirm,
-    }
+def _fix_steps(sig: Signature) -> tuple[dict[str, str], ...]:
+    return tuple(
+        {k: v for k, v in (("step", f.step), ("command", f.command), ("why", f.why)) if v} for f in sig.fix
+    )
 
 
 def _why(top: Candidate, groups: list[DownstreamGroup], ranked: list[Candidate]) -> list[str]:
@@ -376,8 +366,7 @@ def _missing(
     return out[:MAX_MISSING]
 
 
-def _clean_missing(env: dict[str, str]) -> tuple[str, ...]:
-    return (
-        "If the job did fail, attach the end of every rank's log (the launcher's output and each "
-        "rank's stderr): this log shows no error.",
-    )
+CLEAN_MISSING = (
+    "If the job did fail, attach the end of every rank's log (the launcher's output and each "
+    "rank's stderr): this log shows no error.",
+)
