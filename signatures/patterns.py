@@ -133,6 +133,9 @@ def scan_form(regex: str) -> str:
     body = _NAMED_GROUP.sub("(", regex)
     if body.startswith("^"):
         body = body[1:]
+    # Raw lines may end in "\r\n" (logs written on Windows or through a pty): let $ allow the \r.
+    if body.endswith("$") and not body.endswith("\\$"):
+        body = body[:-1] + r"\r?$"
     # Unanchored, a leading optional run of blanks adds nothing but cost to the scan.
     for lead in (" *", r"[ \t]*", "[ \t]*"):
         if body.startswith(lead):

@@ -137,3 +137,14 @@ def test_carriage_return_progress_bars_do_not_hide_a_failure(library: Library) -
     d = diagnose([Source.from_text("x.log", bar + "\rkernel-fault happened\n")], library=library)
     assert d.status is Status.FAILURE
     assert d.initiating and d.initiating.line == 1
+
+
+def test_windows_line_endings_change_nothing(tmp_path: Path) -> None:
+    lib = build_library(
+        tmp_path,
+        [signature_doc("ctrl-c", category="scheduler", fingerprints=[{"regex": "^KeyboardInterrupt$"}])],
+    )
+    text = "step 1\r\nstep 2\r\nKeyboardInterrupt\r\n"
+    d = diagnose([Source.from_text("win.log", text)], library=lib)
+    assert d.signature and d.signature.id == "ctrl-c"
+    assert d.initiating and d.initiating.line == 3 and d.initiating.text == "KeyboardInterrupt"
