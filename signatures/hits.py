@@ -7,15 +7,17 @@ by a few chunks whatever the file's size.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
-from signatures.lines import LineFacts, rank_from_name, unwrap
+from signatures.lines import LineFacts, rank_from_name, strip_ansi, unwrap
 from signatures.tracebacks import TracebackView, is_advice, read_traceback
 
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
 BEFORE_LINES = 60  # enough to walk a traceback back to its header
 AFTER_LINES = 12
 MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
@@ -101,8 +103,11 @@ def read_text(
     base = 0  # lines before the current chunk
 
     window = _lookahead(chunks)
-    for chunk, next_chunk in window:
-        result.bytes += len(chunk)
+    for raw_chunk, next_chunk in window:
+        result.bytes += len(raw_chunk)
+        # Colour codes can sit inside a message (coloured tracebacks); they never hold a newline,
+        # so removing them keeps every line number.
+        chunk = ANSI_BYTES.sub(b"", raw_chunk) if b"\x1b" in raw_chunk else raw_chunk
         ids = scanner.scan(chunk)
         if ids:
             by_line: dict[int, list[Matcher]] = {}
@@ -256,7 +261,7 @@ def _lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
             stop = len(source)
         out.append(source[pos:stop])
         pos = stop + 1
-    return [x.decode("utf-8", "replace").rstrip("\r") for x in out]
+    return [strip_ansi(x.decode("utf-8", "replace")).rstrip("\r") for x in out]
 
 
 def _tail_lines(chunk: bytes, n: int) -> list[bytes]:

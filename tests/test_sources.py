@@ -148,3 +148,9 @@ def test_windows_line_endings_change_nothing(tmp_path: Path) -> None:
     d = diagnose([Source.from_text("win.log", text)], library=lib)
     assert d.signature and d.signature.id == "ctrl-c"
     assert d.initiating and d.initiating.line == 3 and d.initiating.text == "KeyboardInterrupt"
+
+
+def test_colour_codes_inside_a_message_do_not_hide_it(library: Library) -> None:
+    text = "step 1\n\x1b[1;31mkernel-fault\x1b[0m happened\nstep 2\n"
+    d = diagnose([Source.from_text("colour.log", text)], library=library)
+    assert d.initiating and d.initiating.line == 2 and d.initiating.text == "kernel-fault happened"
