@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from signatures.spec import cache_dir
+
 
 @dataclass(frozen=True)
 class ScanPattern:
@@ -83,14 +85,9 @@ def _cache_path(hyperscan: Any, expressions: list[bytes], flags: list[int], ids:
 
     ``DENPEX_CACHE_DIR`` chooses the folder; set it to an empty string to disable the cache.
     """
-    folder = os.environ.get("DENPEX_CACHE_DIR")
-    if folder == "":
+    base = cache_dir()
+    if base is None:
         return None
-    base = (
-        Path(folder)
-        if folder
-        else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "denpex"
-    )
     digest = hashlib.sha256()
     digest.update(str(getattr(hyperscan, "__version__", "")).encode())
     digest.update(platform.machine().encode())

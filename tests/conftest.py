@@ -119,3 +119,15 @@ async def stack(redis_client: Any, key_prefix: str, slack_api: SlackStandin) -> 
     finally:
         for w in built.workers:
             await w.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Compiled-library caches of the many test libraries go to a folder of this run, not ~/.cache."""
+    saved = os.environ.get("DENPEX_CACHE_DIR")
+    os.environ["DENPEX_CACHE_DIR"] = str(tmp_path_factory.mktemp("denpex-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("DENPEX_CACHE_DIR", None)
+    else:
+        os.environ["DENPEX_CACHE_DIR"] = saved

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,23 @@ def test_scanner_refusals_name_the_file_and_field(tmp_path: Path) -> None:
         with pytest.raises(SignatureError) as info:
             Library.load(tmp_path, backend=backend)
         assert "huge.yaml: fingerprints[0]" in str(info.value)
+
+
+def test_parsed_documents_are_cached_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    root = write_library(tmp_path / "lib", [signature_doc("one")])
+    first = load_signatures(root)
+    cached = list(Path(os.environ["DENPEX_CACHE_DIR"]).glob("library-*.json"))
+    assert cached, "the parsed library was not cached"
+    assert load_signatures(root) == first
+    doc = signature_doc("one", title="A new title for one")
+    write_library(root, [doc])
+    assert load_signatures(root)[0].title == "A new title for one"
+
+
+def test_a_corrupt_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DENPEX_CACHE_DIR", str(tmp_path / "cache"))
+    root = write_library(tmp_path / "lib", [signature_doc("one")])
+    load_signatures(root)
+    for cache in (tmp_path / "cache").glob("library-*.json"):
+        cache.write_text("{not json")
+    assert [s.id for s in load_signatures(root)] == ["one"]
