@@ -125,6 +125,8 @@ def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None
         console.print("[bold]What followed[/bold]")
         for g in d.downstream:
             name = g.signature.title if g.signature else "unrecognized error lines"
+            if d.signature and g.signature and g.signature.id == d.signature.id:
+                name = "the same failure, printed again"
             ranks = f" (ranks {_ranks(g.ranks)})" if g.ranks else ""
             console.print(f"  • {g.count}× {escape(name)} [dim]{g.role}[/dim]{escape(ranks)}")
     _section(console, "Why this line", d.why)

@@ -117,8 +117,11 @@ def where(ev: Evidence) -> str:
     return " · ".join(parts)
 
 
-def downstream_line(group: DownstreamGroup) -> str:
+def downstream_line(group: DownstreamGroup, *, initiating_id: str | None = None) -> str:
     """One sentence for a downstream group: '63 ranks then hit NCCL watchdog timeouts'."""
+    if group.signature is not None and group.signature.id == initiating_id:
+        where = f" (ranks {', '.join(map(str, group.ranks[:8]))})" if group.ranks else ""
+        return f"the same failure was printed {group.count} more time{'s' if group.count != 1 else ''}{where}"
     title = group.signature.title if group.signature else "other errors"
     ranks = len(group.ranks)
     if ranks > 1:
@@ -133,7 +136,8 @@ def downstream_line(group: DownstreamGroup) -> str:
 
 def downstream_summary(d: Diagnosis) -> list[str]:
     """Every downstream group as one plain sentence."""
-    return [downstream_line(g) for g in d.downstream]
+    initiating_id = d.signature.id if d.signature else None
+    return [downstream_line(g, initiating_id=initiating_id) for g in d.downstream]
 
 
 def _initiating_lines(ev: Evidence, before: int, after: int) -> list[str]:

@@ -273,7 +273,9 @@ def _why(top: Candidate, groups: list[DownstreamGroup], ranked: list[Candidate])
     for g in groups[:8]:
         label = g.signature.id if g.signature else "unrecognized error lines"
         ranks = f" on ranks {_ranks(g.ranks)}" if g.ranks else ""
-        if g.role in ("downstream", "wrapper", "benign"):
+        if top.signature is not None and g.signature is not None and g.signature.id == top.signature.id:
+            lost = "the same failure printed again (a traceback's last line, another rank, a retry)"
+        elif g.role in ("downstream", "wrapper", "benign"):
             lost = f"it is a {g.role} signature, a consequence or re-report of an earlier failure"
         elif g.role == "unknown":
             lost = "no signature knows these lines and they came after the chosen one"

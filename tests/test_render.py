@@ -156,3 +156,29 @@ def test_error_parent_headline_evidence_and_choices() -> None:
     buttons = [e for b in choices.blocks if b["type"] == "actions" for e in b["elements"]]
     assert len(buttons) == 12
     assert len({b["action_id"] for b in buttons}) == 12
+
+
+def test_more_lines_of_the_initiating_failure_are_called_repeats_not_consequences() -> None:
+    from bot.render import downstream_summary
+    from signatures import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
+
+    oom = SignatureRef("cuda-oom-allocator", "CUDA out of memory", "gpu-memory", "initiating")
+    timeout = SignatureRef(
+        "nccl-watchdog-collective-timeout", "NCCL watchdog timeout", "distributed", "downstream"
+    )
+    first = Evidence(file="a.log", line=3, text="x")
+    d = Diagnosis(
+        status=Status.FAILURE,
+        signature=oom,
+        confidence=0.9,
+        initiating=first,
+        downstream=(
+            DownstreamGroup(
+                signature=timeout, role="downstream", count=63, ranks=tuple(range(1, 64)), first=first
+            ),
+            DownstreamGroup(signature=oom, role="initiating", count=2, ranks=(5, 7), first=first),
+        ),
+    )
+    lines = downstream_summary(d)
+    assert lines[0] == "63 ranks then hit NCCL watchdog timeout"
+    assert lines[1] == "the same failure was printed 2 more times (ranks 5, 7)"
