@@ -197,7 +197,7 @@ def _evidence(c: Candidate) -> Evidence:
         file=redact(hit.file),
         line=c.line,
         text=redact(c.text),
-        rank=hit.rank if hit.rank is not None else _nearby_rank(hit.before[-3:], hit.after[:3]),
+        rank=hit.rank if hit.rank is not None else _nearby_rank(hit.before[-2:], hit.after[:3]),
         host=redact(hit.host) if hit.host else None,
         time=hit.facts.time,
         before=tuple(redact(x) for x in before[-8:]),
@@ -211,8 +211,12 @@ def _nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
     A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
     interleaved log, neighbours of several ranks make this return None.
     """
-    ranks = {facts.rank for line in (*before, *after) if (facts := unwrap(line)).rank is not None}
-    return ranks.pop() if len(ranks) == 1 else None
+    below = {facts.rank for line in after if (facts := unwrap(line)).rank is not None}
+    above = {facts.rank for line in before if (facts := unwrap(line)).rank is not None}
+    # The lines below must be that rank re-printing it; lines above alone prove nothing.
+    if len(below) == 1 and above <= below:
+        return below.pop()
+    return None
 
 
 def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]) -> list[DownstreamGroup]:

@@ -5,8 +5,9 @@
    which beats an unknown error printed after a downstream symptom (a consequence of it, such
    as the launcher's exception when a killed worker took the trainer down), which beats a
    wrapper's re-report, which beats a benign warning.
-2. Then time: within one file, file order; across files, timestamps when both lines have them,
-   else the order the files were given.
+2. Then time: timestamps when both lines have them (of the same kind; within one file only when
+   they differ by more than SAME_MOMENT_S), else the order of the text: line order within a
+   file, the order the files were given across files.
 3. Then specificity: a known signature beats an unknown error, and higher ``priority`` wins.
 Several signatures on one line: the line takes the best of them by the same role order and
 priority. Every rule here has a test in tests/test_ranking.py.
@@ -165,16 +166,32 @@ def _compare(a: Candidate, b: Candidate) -> int:
     return 0
 
 
+# Within one file, lines printed within this many seconds of each other keep their file order:
+# ranks report the same event with jitter, and buffered output reorders them by that much.
+SAME_MOMENT_S = 5.0
+
+
 def _time_order(a: Candidate, b: Candidate) -> int:
     ha, hb = a.hit, b.hit
+    by_time = _by_timestamps(ha.facts.time, hb.facts.time, same_file=ha.file_index == hb.file_index)
+    if by_time:
+        return by_time
     if ha.file_index != hb.file_index:
-        ta, tb = time_key(ha.facts.time), time_key(hb.facts.time)
-        if ta is not None and tb is not None and ta[0] == tb[0] and ta[1] != tb[1]:
-            return -1 if ta[1] < tb[1] else 1
         return -1 if ha.file_index < hb.file_index else 1
     if a.line != b.line:
         return -1 if a.line < b.line else 1
     return 0
+
+
+def _by_timestamps(a: str | None, b: str | None, *, same_file: bool) -> int:
+    """-1/1 when the timestamps order two lines, 0 when they cannot or should not."""
+    ta, tb = time_key(a), time_key(b)
+    if ta is None or tb is None or ta[0] != tb[0] or ta[1] == tb[1]:
+        return 0
+    # Across files any difference counts; within a file only a clear one overrides line order.
+    if same_file and abs(ta[1] - tb[1]) <= SAME_MOMENT_S:
+        return 0
+    return -1 if ta[1] < tb[1] else 1
 
 
 def ordered(cands: list[Candidate]) -> list[Candidate]:

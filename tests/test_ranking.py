@@ -228,3 +228,27 @@ def test_find_all_reports_a_line_once_per_signature(tmp_path: Path) -> None:
     )
     found = find_all([Source.from_text("x.log", "RuntimeError: CUDA out of memory\n")], lib)
     assert [(f.signature_id, f.line) for f in found] == [("oom", 1)]
+
+
+def test_within_a_file_a_clearly_earlier_timestamp_wins_over_line_order(library: Library) -> None:
+    log = (
+        "[2026-01-01 10:10:00,000] [rank3]: disk-broke happened\n"
+        "[2026-01-01 10:00:00,000] [rank5]: kernel-fault happened\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == "kernel-fault"
+
+
+def test_within_a_file_near_simultaneous_lines_keep_file_order(library: Library) -> None:
+    log = (
+        "[2026-01-01 10:00:01,500] [rank3]: disk-broke happened\n"
+        "[2026-01-01 10:00:00,700] [rank5]: kernel-fault happened\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == "disk-broke"
+
+
+def test_an_untagged_line_takes_no_rank_from_the_lines_above_alone(library: Library) -> None:
+    log = "[rank0]: step 1 loss 2.0\n[rank0]: step 2 loss 1.9\nkernel-fault happened\nall done\n"
+    d = run(library, log, names=["job.log"])
+    assert d.initiating and d.initiating.rank is None
