@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
 ZIP_EMPTY = b"PK\x05\x06"
 READ_SIZE = 1 << 20
+SPOOL_IN_MEMORY = 8 << 20  # a zip read from a stream is held in memory up to this, then on disk
 
 
 @dataclass(frozen=True)
@@ -188,17 +190,21 @@ def _gunzip(name: str, blocks: _Counter, limits: Limits) -> Iterator[bytes]:
 def _zip_texts(
     source: Source, head: bytes, raw: Iterator[bytes], limits: Limits, budget: Budget
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
+    file: IO[bytes]
     if source.path is not None:
-        file: BinaryIO = open(source.path, "rb")  # noqa: SIM115 - closed below
+        file = open(source.path, "rb")  # noqa: SIM115 - closed below
+    elif source.data is not None:
+        file = io.BytesIO(source.data)
     else:
-        # A zip's directory is at its end, so a stream must be held; the size bound applies first.
-        buf = io.BytesIO()
+        # A zip's directory is at its end, so a stream must be held: past a few MB on disk, not in
+        # memory. The size bound applies while it is written.
+        file = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 - closed below
         for block in raw:
-            buf.write(block)
-            if buf.tell() > limits.max_bytes:
+            file.write(block)
+            if file.tell() > limits.max_bytes:
+                file.close()
                 raise InputTooLarge(f"{source.name}: archive larger than {_size(limits.max_bytes)}")
-        buf.seek(0)
-        file = buf
+        file.seek(0)
     try:
         try:
             archive = zipfile.ZipFile(file)

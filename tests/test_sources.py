@@ -154,3 +154,11 @@ def test_colour_codes_inside_a_message_do_not_hide_it(library: Library) -> None:
     text = "step 1\n\x1b[1;31mkernel-fault\x1b[0m happened\nstep 2\n"
     d = diagnose([Source.from_text("colour.log", text)], library=library)
     assert d.initiating and d.initiating.line == 2 and d.initiating.text == "kernel-fault happened"
+
+
+def test_zip_from_a_stream(library: Library) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("rank4.log", LOG)
+    d = diagnose([Source.from_stream("<stdin>", io.BytesIO(buf.getvalue()))], library=library)
+    assert d.initiating and d.initiating.file == "<stdin>:rank4.log" and d.initiating.line == 3
