@@ -196,7 +196,7 @@ def _record_line(
             if view.echo or view.frame:
                 break
             if facts.rank is None and default_rank is not None:
-                facts = LineFacts(facts.message, default_rank, facts.host, facts.time)
+                facts = LineFacts(facts.message, default_rank, facts.host, facts.time, facts.level)
             result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
             keep_context = (
                 kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE

@@ -35,13 +35,16 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
-        r"^\[(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
-        r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
-        r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w.]+:\d+\] ",
+        r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
+        r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
+        # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
+        r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+        r"\[[\w.]+:\d+\] ",
         # logger.name: [LEVEL] (a dotted logger name, never an exception's "XError: [ERROR] ...")
-        r"^(?![\w.]*(?:Error|Exception|Warning):)\w+(?:\.\w+)+: \[(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
+        r"^(?![\w.]*(?:Error|Exception|Warning):)\w+(?:\.\w+)+: "
+        r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
-        r"^\([\w:. -]+\) (?:INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
+        r"^\([\w:. -]+\) (?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
         r"^\([\w:-]+ pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",  # vLLM / Ray actor tag
         # syslog / journald: "Jan 12 10:00:00 node7 kernel: "
         r"^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: ",
@@ -66,6 +69,7 @@ class LineFacts:
     rank: int | None
     host: str | None
     time: str | None
+    level: str | None = None  # the logger's level letter (I, W, E, F, D, C) when a head gave one
 
 
 def strip_ansi(text: str) -> str:
@@ -78,6 +82,7 @@ def unwrap(line: str) -> LineFacts:
     rank: int | None = None
     host: str | None = None
     time: str | None = None
+    level: str | None = None
     for _ in range(_MAX_PREFIX_ROUNDS):
         for rule in _PREFIXES:
             m = rule.match(text)
@@ -92,6 +97,8 @@ def unwrap(line: str) -> LineFacts:
                 time = _iso(groups["ts"])
             if groups.get("glogts") and time is None:
                 time = _glog_time(groups["glogts"])
+            if groups.get("level") and level is None:
+                level = groups["level"][0]
             text = text[m.end() :]
             break
         else:
@@ -100,7 +107,7 @@ def unwrap(line: str) -> LineFacts:
         m = _RANK_IN_MESSAGE.search(text)
         if m:
             rank = int(m.group("rank"))
-    return LineFacts(message=text, rank=rank, host=host, time=time)
+    return LineFacts(message=text, rank=rank, host=host, time=time, level=level)
 
 
 def _iso(ts: str) -> str:

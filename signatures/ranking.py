@@ -75,6 +75,8 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
             sig = best.matcher.signature
             assert sig is not None
             cand = Candidate(best, sig, _tier(sig))
+            if _logged_and_handled(best):
+                cand.tier = TIER_BENIGN
         else:
             hit = next((h for h in line_hits if h.matcher.kind is Kind.EXCEPTION), line_hits[0])
             tier = (
@@ -116,6 +118,12 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
         unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN)
         if unknown and any(_time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
+
+
+def _logged_and_handled(hit: Hit) -> bool:
+    # An error a library logged at warning or info level and then worked around ("assuming every
+    # input is mutated", "falling back to eager") did not stop the run.
+    return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
 
 
 def _line_rank(hit: Hit) -> tuple[int, int]:

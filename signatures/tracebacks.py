@@ -124,13 +124,14 @@ class _Lazy:
 
 
 RECOVERY = re.compile(
-    r"\b(?:[Rr]etry(?:ing)?|[Rr]etried|[Ww]ill retry|[Rr]econnect(?:ing|ed)|[Rr]ecovered)\b"
+    r"\b(?:[Rr]etry(?:ing)?|[Rr]etried|[Ww]ill retry|[Rr]econnect(?:ing|ed)|[Rr]ecovered"
+    r"|[Ff]all(?:ing)? back|[Ff]allback to eager|assuming every)\b"
 )
 
 
-def recovered(after: Sequence[str]) -> bool:
-    """The next lines say the program retried or recovered: the exception was handled."""
-    return any(RECOVERY.search(line) for line in after[:3])
+def recovered(after: Sequence[str], lines: int = 3) -> bool:
+    """The next lines say the program retried, fell back or recovered: the error was handled."""
+    return any(RECOVERY.search(line) for line in after[:lines])
 
 
 def is_advice(message: str) -> bool:

@@ -89,3 +89,18 @@ def test_time_keys_order_within_a_kind() -> None:
 )
 def test_rank_from_file_name(name: str, rank: int | None) -> None:
     assert rank_from_name(name) == rank
+
+
+@pytest.mark.parametrize(
+    ("line", "level"),
+    [
+        ("W1210 08:01:33.059000 3495860 torch/_higher_order_ops/triton_kernel_wrap.py:987] [0/0] x", "W"),
+        ("[rank0]:[E321 02:07:08.408 ProcessGroupNCCL.cpp:607] x", "E"),
+        ("[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] x", "E"),
+        ("WARNING:torch.distributed.run:x", "W"),
+        ("[INFO|trainer.py:1812] 2024-01-01 12:00:00,123 >> x", "I"),
+        ("RuntimeError: x", None),
+    ],
+)
+def test_unwrap_keeps_the_logger_level(line: str, level: str | None) -> None:
+    assert unwrap(line).level == level

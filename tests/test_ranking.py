@@ -252,3 +252,20 @@ def test_an_untagged_line_takes_no_rank_from_the_lines_above_alone(library: Libr
     log = "[rank0]: step 1 loss 2.0\n[rank0]: step 2 loss 1.9\nkernel-fault happened\nall done\n"
     d = run(library, log, names=["job.log"])
     assert d.initiating and d.initiating.rank is None
+
+
+def test_an_error_logged_as_a_warning_and_worked_around_is_not_a_failure(library: Library) -> None:
+    head = "W1210 08:01:33.059000 3495860 torch/_higher_order_ops/triton_kernel_wrap.py:987] [0/0] "
+    log = (
+        f"{head}kernel-fault happened\n"
+        f"{head}IndexError('Function argument index out of range')\n"
+        f"{head}Encountered an exception in identify_mutated_tensors, assuming every input is mutated\n"
+    )
+    d = run(library, log)
+    assert d.status is Status.CLEAN and d.signature and d.signature.id == "kernel-fault"
+
+
+def test_the_same_error_at_error_level_is_a_failure(library: Library) -> None:
+    head = "E1210 08:01:33.059000 3495860 torch/_higher_order_ops/triton_kernel_wrap.py:987] [0/0] "
+    log = f"{head}kernel-fault happened\n{head}assuming every input is mutated\n"
+    assert run(library, log).status is Status.FAILURE
