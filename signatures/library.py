@@ -26,7 +26,7 @@ class Kind(StrEnum):
 # The engine's own patterns: what an error looks like when no signature knows it.
 _EXCEPTION_SCAN = r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
 _EXCEPTION_VERIFY = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
+    r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
 )
 _FATAL_SCAN = (
     r"Segmentation fault|core dumped|terminate called after throwing|Fatal Python error"

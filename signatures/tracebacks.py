@@ -66,10 +66,16 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         return TracebackView(False, True, True, (), None, None)
     messages = _Lazy(before)
     if message[:1] in (" ", "\t"):
+        # Python echoes source code indented deeper than its frame line. A traceback embedded in
+        # another report (torchrun's failure table) is indented as a whole, and its exception line
+        # then sits left of the frames: that line is the message, not source.
+        depth = _indent(message)
         for i in range(1, min(len(before), 16) + 1):
             prev = messages[i]
             if FRAME.match(prev):
-                return TracebackView(True, False, True, (), None, None)
+                if depth > _indent(prev):
+                    return TracebackView(True, False, True, (), None, None)
+                break
             if prev[:1] not in (" ", "\t") or not prev.strip():
                 break
     frames: list[str] = []
@@ -108,6 +114,10 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         assert_text=assert_text,
         ignored=ignored,
     )
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
 
 
 class _Lazy:

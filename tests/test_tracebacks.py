@@ -55,3 +55,16 @@ def test_names_advice_and_recovery() -> None:
     assert not is_advice("RuntimeError: CUDA error: device-side assert triggered")
     assert recovered(["Retrying (Retry(total=4, connect=None)) after connection broken"])
     assert not recovered(["step 5 loss 0.1"])
+
+
+def test_an_indented_traceback_keeps_its_exception_line_as_the_message() -> None:
+    # torchrun's failure table indents the whole worker traceback: frames at 4, the error at 2.
+    before = [
+        "  traceback : Traceback (most recent call last):",
+        '    File "/x/bug.py", line 16, in main',
+        "      dist.barrier()",
+        "             ^^^^^^",
+    ]
+    view = read_traceback("  RuntimeError: Detected mismatch between collectives on ranks.", before)
+    assert not view.echo and view.in_traceback
+    assert read_traceback("        barrier_again()", before).echo
