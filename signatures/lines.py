@@ -57,7 +57,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-_RANK_IN_MESSAGE = re.compile(r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?)?Rank (?P<rank>\d+)\]")
+# A rank the message itself names: NCCL's "[PG 1 Rank 3]", mpirun's "process rank 3 with PID".
+_RANK_IN_MESSAGE = re.compile(
+    r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?)?Rank (?P<rank>\d+)\]|\bprocess rank (?P<mpi>\d+) with PID\b"
+)
 _MAX_PREFIX_ROUNDS = 8
 
 
@@ -106,7 +109,7 @@ def unwrap(line: str) -> LineFacts:
     if rank is None:
         m = _RANK_IN_MESSAGE.search(text)
         if m:
-            rank = int(m.group("rank"))
+            rank = int(m.group("rank") or m.group("mpi"))
     return LineFacts(message=text, rank=rank, host=host, time=time, level=level)
 
 
