@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import fakeredis
 import redis.asyncio as aioredis
 from aiohttp import web
 from redis.exceptions import RedisError
@@ -25,10 +24,9 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot import followup_jobs, metrics
+from bot import followup_jobs, metrics, redis_conn
 from bot.keys import Keys
 from bot.queue import JobQueue, QueueFull
-from bot.redis_conn import PROTOCOL, SOCKET_TIMEOUT_S, embedded_server
 from bot.reply import make_client
 from bot.routing import mount_webhook
 from bot.settings import Settings
@@ -94,24 +92,6 @@ async def _tell_not_queued(client: AsyncWebClient, job: Job, exc: Exception) -> 
             await AsyncWebhookClient(job.response_url).send(text=text, response_type="ephemeral")
 
 
-def redis_client(settings: Settings) -> tuple[aioredis.Redis, bool]:
-    """A client for REDIS_URL, or the in-process fakeredis when it is unset."""
-    if settings.redis_url:
-        client = aioredis.Redis.from_url(
-            settings.redis_url,
-            decode_responses=True,
-            protocol=PROTOCOL,
-            socket_timeout=SOCKET_TIMEOUT_S,
-            socket_connect_timeout=5.0,
-            health_check_interval=30,
-        )
-        return client, True
-    fake: aioredis.Redis = fakeredis.FakeAsyncRedis(
-        server=embedded_server(), decode_responses=True, protocol=PROTOCOL
-    )
-    return fake, True
-
-
 def build_bolt(
     settings: Settings,
     client: AsyncWebClient,
@@ -171,7 +151,7 @@ def create_app(
     """The aiohttp application: ``/slack/events``, the webhook, ``/healthz``, ``/metrics``."""
     own_redis = redis is None
     if redis is None:
-        redis, _ = redis_client(settings)
+        redis = redis_conn.client(settings.redis_url)
     keys = keys or Keys()
     client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
     # The same worker `denpex worker` runs, with every job kind installed.

@@ -23,10 +23,10 @@ def embedded_server() -> fakeredis.FakeServer:
     return _embedded_server
 
 
-async def connect(url: str | None, *, server: fakeredis.FakeServer | None = None) -> aioredis.Redis:
-    """A client for ``url``; without one, a fakeredis client on ``server`` (default: shared)."""
+def client(url: str | None, *, server: fakeredis.FakeServer | None = None) -> aioredis.Redis:
+    """A client for ``url`` (no round trip yet); without one, fakeredis on ``server`` (default: shared)."""
     if url:
-        client = aioredis.Redis.from_url(
+        return aioredis.Redis.from_url(
             url,
             decode_responses=True,
             protocol=PROTOCOL,
@@ -34,9 +34,15 @@ async def connect(url: str | None, *, server: fakeredis.FakeServer | None = None
             socket_connect_timeout=5.0,
             health_check_interval=30,
         )
-        await client.ping()
-        return client
     fake: aioredis.Redis = fakeredis.FakeAsyncRedis(
         server=server or embedded_server(), decode_responses=True, protocol=PROTOCOL
     )
     return fake
+
+
+async def connect(url: str | None, *, server: fakeredis.FakeServer | None = None) -> aioredis.Redis:
+    """``client(url)``, checked with a PING so a wrong REDIS_URL fails at start-up."""
+    redis = client(url, server=server)
+    if url:
+        await redis.ping()
+    return redis
