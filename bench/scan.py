@@ -223,7 +223,7 @@ def _library_of_size(root: Path, count: int) -> Path:
     """A library folder of ``count`` signatures: the real ones, trimmed or padded with generated ones."""
     import yaml
 
-    from signatures.spec import LIBRARY_DIR
+    from signatures.loader import LIBRARY_DIR
 
     files = sorted(LIBRARY_DIR.glob("*/*.yaml"))
     chosen = files[:count]

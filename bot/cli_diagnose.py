@@ -19,8 +19,8 @@ from signatures import Diagnosis, InputError, Signature, SignatureError, Source,
 from signatures.docs import render_signatures_markdown
 from signatures.engine import default_library
 from signatures.library import Library
+from signatures.loader import load_signatures
 from signatures.scan import available_backends
-from signatures.spec import load_signatures
 
 
 def add_commands(sub: Any) -> None:

@@ -7,9 +7,10 @@ from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Signature
 from signatures.engine import DEFAULT_LIMITS, Limits, default_library, diagnose
 from signatures.errors import BinaryInput, CorruptArchive, InputError, InputTooLarge, UnreadableInput
 from signatures.library import Library
+from signatures.loader import load_signatures
 from signatures.redact import redact
 from signatures.sources import Source
-from signatures.spec import Problem, Role, Signature, SignatureError, load_signatures
+from signatures.spec import Problem, Role, Signature, SignatureError
 
 __all__ = [
     "DEFAULT_LIMITS",

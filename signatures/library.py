@@ -11,9 +11,10 @@ from enum import StrEnum
 from pathlib import Path
 
 from signatures.environment import FACTS, FactPattern
+from signatures.loader import load_signatures
 from signatures.patterns import literal_to_regex, scan_form
 from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
-from signatures.spec import Fingerprint, Problem, Signature, SignatureError, load_signatures
+from signatures.spec import Fingerprint, Problem, Signature, SignatureError
 
 
 class Kind(StrEnum):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from signatures.spec import cache_dir
+from signatures.loader import cache_dir
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from signatures.library import Library
+from signatures.loader import load_signatures
 from signatures.patterns import check_pattern
-from signatures.spec import SignatureError, load_signatures
+from signatures.spec import SignatureError
 from tests.sigfactory import signature_doc, write_library
 
 
