@@ -2,7 +2,7 @@
 
 Not a test. Starts its own redis-server (AOF on, fsync every second, as deployed) on a free
 port and the Slack stand-in from tests/, writes a deterministic multi-rank log with a failure
-near the end, and runs ``python -m bot.worker`` processes against them. Each job is the full
+near the end, and runs ``python -m bot.cli.worker`` processes against them. Each job is the full
 path a user's upload takes: files.info, a 10 MB download with the bot token, the engine in the
 worker's process pool, the store, and the threaded reply. Start-up (process spawn, library
 load) is excluded by warm-up jobs; the timed batch starts once every worker has answered.
@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bot.keys import Keys
-from bot.queue import JobQueue
-from bot.redis_conn import connect
+from bot.jobs.connection import connect
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
 from handlers.jobs import Job, LogRef
 from signatures import Source, diagnose
 from tests.slack_standin import SlackStandin
@@ -107,7 +107,7 @@ def spawn_worker(
     env.pop("SLACK_APP_TOKEN", None)
     with (logs / f"{name}.log").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "bot.worker", "--prefix", prefix, "--name", name],
+            [sys.executable, "-m", "bot.cli.worker", "--prefix", prefix, "--name", name],
             cwd=ROOT,
             env=env,
             stdout=out,

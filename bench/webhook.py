@@ -33,11 +33,11 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() !=
 import aiohttp  # noqa: E402
 from aiohttp import web  # noqa: E402
 
-from bot import report  # noqa: E402
-from bot.app import RUNTIME, create_app  # noqa: E402
-from bot.keys import Keys  # noqa: E402
-from bot.redis_conn import connect  # noqa: E402
-from bot.settings import Settings  # noqa: E402
+from bot.cli import report  # noqa: E402
+from bot.jobs.connection import connect  # noqa: E402
+from bot.jobs.keys import Keys  # noqa: E402
+from bot.ops.settings import Settings  # noqa: E402
+from bot.web.app import RUNTIME, create_app  # noqa: E402
 from handlers.webhook import PATH, sign  # noqa: E402
 from tests.slack_standin import SlackStandin  # noqa: E402
 

@@ -44,7 +44,7 @@ def key_prefix() -> str:
 @pytest.fixture
 async def redis_client(redis_url: str, key_prefix: str) -> AsyncIterator[object]:
     """A real Redis client; every key under this test's prefix is deleted afterwards."""
-    from bot.redis_conn import connect
+    from bot.jobs.connection import connect
 
     client = await connect(redis_url)
     try:
@@ -58,7 +58,7 @@ async def redis_client(redis_url: str, key_prefix: str) -> AsyncIterator[object]
 @pytest.fixture
 async def fake_redis() -> AsyncIterator[object]:
     """An in-process fakeredis, for unit tests that need no real server."""
-    from bot.redis_conn import connect
+    from bot.jobs.connection import connect
 
     client = await connect(None)
     try:
@@ -92,10 +92,10 @@ class WorkerStack:
 
     def worker(self, **kwargs: Any) -> Any:
         """A worker on this stack; closed when the test ends."""
-        from bot.worker import Worker
+        from bot.kinds.registry import make_worker
 
         kwargs.setdefault("retry_backoff_ms", 0)
-        w = Worker(self.queue, self.store, self.replier, **kwargs)
+        w = make_worker(self.queue, self.store, self.replier, **kwargs)
         self.workers.append(w)
         return w
 
@@ -103,10 +103,10 @@ class WorkerStack:
 @pytest.fixture
 async def stack(redis_client: Any, key_prefix: str, slack_api: SlackStandin) -> AsyncIterator[WorkerStack]:
     """Everything a worker needs, on a real Redis (skipped without ``REDIS_URL``)."""
-    from bot.keys import Keys
-    from bot.queue import JobQueue
-    from bot.reply import SlackReplier, make_client
-    from bot.store import Store
+    from bot.jobs.keys import Keys
+    from bot.jobs.queue import JobQueue
+    from bot.jobs.store import Store
+    from bot.slack.reply import SlackReplier, make_client
 
     keys = Keys(key_prefix)
     queue = JobQueue(redis_client, keys=keys, visibility_timeout_ms=2_000)

@@ -221,7 +221,7 @@ class Denpex:
     def __init__(
         self, standin: Any, redis: Any, *, prefix: str | None = None, env: dict[str, str] | None = None
     ):
-        from bot.settings import load_settings
+        from bot.ops.settings import load_settings
 
         self.standin = standin
         self.redis = redis
@@ -242,8 +242,8 @@ class Denpex:
     async def __aenter__(self) -> Denpex:
         from aiohttp.test_utils import TestClient, TestServer
 
-        from bot.app import create_app
-        from bot.keys import Keys
+        from bot.jobs.keys import Keys
+        from bot.web.app import create_app
 
         self.app = create_app(
             self.settings,
@@ -264,7 +264,7 @@ class Denpex:
 
     @property
     def runtime(self) -> Any:
-        from bot.app import RUNTIME
+        from bot.web.app import RUNTIME
 
         return self.app[RUNTIME]
 
@@ -284,7 +284,7 @@ async def redis_for_app() -> AsyncIterator[object]:
     """A real Redis when REDIS_URL is set, else a private in-process fakeredis."""
     import fakeredis
 
-    from bot.redis_conn import connect
+    from bot.jobs.connection import connect
 
     url = os.environ.get("REDIS_URL")
     client = await connect(url) if url else await connect(None, server=fakeredis.FakeServer())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
+from bot.cli.main import main
 from signatures.docs import render_signatures_markdown
 from signatures.engine import default_library
 from tests.sigfactory import signature_doc, write_library

@@ -1,6 +1,6 @@
 """Deployment files, checked statically (no Docker engine or cluster is needed).
 
-Every environment variable they set must be a setting that bot/settings.py reads, the KEDA
+Every environment variable they set must be a setting that bot/ops/settings.py reads, the KEDA
 scaler must watch the stream and group the workers use, and docs/operations.md must describe
 every setting.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.keys import Keys
+from bot.jobs.keys import Keys
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -24,8 +24,8 @@ KUBE = DEPLOY / "kubernetes"
 
 
 def setting_names() -> set[str]:
-    """Environment variable names bot/settings.py reads (its string literals in UPPER_CASE)."""
-    source = (ROOT / "bot" / "settings.py").read_text()
+    """Environment variable names bot/ops/settings.py reads (its string literals in UPPER_CASE)."""
+    source = (ROOT / "bot" / "ops" / "settings.py").read_text()
     names = set(re.findall(r'"([A-Z][A-Z0-9_]{2,})"', source))
     assert {"SLACK_BOT_TOKEN", "REDIS_URL", "DENPEX_WEBHOOK_SECRET"} <= names
     return names
@@ -76,7 +76,7 @@ def test_compose_and_env_example_set_only_real_settings(compose: dict[str, Any])
     known = setting_names()
     for name in ("web", "worker"):
         unknown = set(compose["services"][name]["environment"]) - known
-        assert unknown == set(), f"{name} sets variables bot/settings.py never reads: {unknown}"
+        assert unknown == set(), f"{name} sets variables bot/ops/settings.py never reads: {unknown}"
     example = env_example()
     assert set(example) - known == set()
     assert known - set(example) == set(), "deploy/.env.example should list every setting"
@@ -230,4 +230,4 @@ def test_operations_doc_lists_every_setting() -> None:
     doc = (ROOT / "docs" / "operations.md").read_text()
     rows = set(re.findall(r"^\|\s*`([A-Z][A-Z0-9_]+)`\s*\|", doc, flags=re.MULTILINE))
     assert setting_names() - rows == set(), "add these settings to the table in docs/operations.md"
-    assert rows - setting_names() == set(), "the table lists settings bot/settings.py never reads"
+    assert rows - setting_names() == set(), "the table lists settings bot/ops/settings.py never reads"

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import redis.exceptions
 
-from bot import cli
-from bot.keys import Keys
-from bot.queue import JobQueue
-from bot.redis_conn import connect
-from bot.reply import SlackReplier, make_client
-from bot.store import Store
-from bot.worker import Worker
+from bot.cli import main as cli
+from bot.jobs.connection import connect
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
+from bot.jobs.store import Store
+from bot.kinds.registry import make_worker
+from bot.slack.reply import SlackReplier, make_client
 from handlers.jobs import Job, LogRef
 from tests.conftest import WorkerStack
 from tests.slack_standin import SlackStandin
@@ -81,7 +81,7 @@ def _spawn_worker(
         PYTHONPATH=str(ROOT),
     )
     env.pop("SLACK_APP_TOKEN", None)
-    cmd = [sys.executable, "-m", "bot.worker", "--prefix", prefix, "--name", name, *extra]
+    cmd = [sys.executable, "-m", "bot.cli.worker", "--prefix", prefix, "--name", name, *extra]
     with (log_dir / f"{name}.log").open("wb") as out:  # the child keeps its own copy
         return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=out)
 
@@ -114,7 +114,7 @@ async def test_worker_killed_mid_job_is_finished_by_another_with_one_reply(
     pending = await stack.redis.xpending(stack.keys.jobs, stack.keys.group)
     assert pending["pending"] == 1  # the job is not lost: it waits in the dead worker's PEL
 
-    survivor = Worker(
+    survivor = make_worker(
         JobQueue(stack.redis, keys=stack.keys, visibility_timeout_ms=500),
         stack.store,
         stack.replier,
@@ -206,7 +206,7 @@ async def test_redis_restart_loses_no_accepted_job(
     redis = await connect(own_redis.url)
     keys = Keys("restart")
     queue = JobQueue(redis, keys=keys, visibility_timeout_ms=1_000)
-    worker = Worker(
+    worker = make_worker(
         queue,
         Store(redis, keys=keys),
         SlackReplier(make_client(slack_api.token, slack_api.api_url)),

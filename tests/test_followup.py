@@ -7,12 +7,13 @@ from collections import Counter
 
 import pytest
 
-from bot.followup import INTENTS, Recurrence, answer, match_intent, menu
+from bot.slack.answers import Recurrence, answer
+from bot.slack.intents import INTENTS, match_intent, menu
 from signatures import default_library
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
 
 # (question as people type it, the intent it asks about). None of these is an example phrasing
-# in bot/followup.py, and some carry typos on purpose.
+# in bot/slack/answers.py, and some carry typos on purpose.
 PHRASINGS: list[tuple[str, str]] = [
     ("how do I fix this?", "fix"),
     ("what should we change to get the run working", "fix"),

@@ -13,14 +13,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.keys import Keys
-from bot.logging_setup import bind_job, configure_from_settings, configure_logging, secrets_of
-from bot.queue import JobQueue
-from bot.reply import SlackReplier, make_client
-from bot.routing import mount_webhook
-from bot.settings import Settings
-from bot.store import Store
-from bot.worker import Worker
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
+from bot.jobs.store import Store
+from bot.kinds.registry import make_worker
+from bot.ops.logs import bind_job, configure_from_settings, configure_logging, secrets_of
+from bot.ops.settings import Settings
+from bot.slack.reply import SlackReplier, make_client
+from bot.web.routing import mount_webhook
 from handlers.webhook import PATH, sign
 from tests.slack_standin import SlackStandin
 
@@ -122,7 +122,7 @@ async def test_a_webhook_job_with_secrets_in_its_log_leaves_none_in_the_logs(
     }
     body = json.dumps({"job_id": "log-1", "diagnosis": diagnosis}).encode()
     ts = str(int(time.time()))
-    worker = Worker(
+    worker = make_worker(
         queue, Store(fake_redis, keys=keys), SlackReplier(make_client(slack_api.token, slack_api.api_url))
     )
     try:

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.app import build_bolt
-from bot.render import ACTION_ASK, ACTIONS
-from bot.settings import load_settings
+from bot.ops.settings import load_settings
+from bot.slack.render import ACTION_ASK, ACTIONS
+from bot.web.app import build_bolt
 from tests.slack_requests import Denpex, denpex, event, redis_for_app
 
 __all__ = ["denpex", "redis_for_app"]  # fixtures

@@ -18,14 +18,15 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot import metrics
-from bot.keys import Keys
-from bot.queue import JobQueue
-from bot.reply import SlackReplier, make_client
-from bot.routing import mount_webhook
-from bot.settings import Settings
-from bot.store import Store
-from bot.worker import Worker
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
+from bot.jobs.store import Store
+from bot.jobs.worker import Worker
+from bot.kinds.registry import make_worker
+from bot.ops import metrics
+from bot.ops.settings import Settings
+from bot.slack.reply import SlackReplier, make_client
+from bot.web.routing import mount_webhook
 from handlers.webhook import PATH, sign
 from tests.slack_standin import SlackStandin
 
@@ -72,7 +73,7 @@ async def stack(fake_redis: Any, key_prefix: str, slack_api: SlackStandin) -> As
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     replier = SlackReplier(make_client(slack_api.token, slack_api.api_url))
-    worker = Worker(queue, Store(fake_redis, keys=keys), replier)
+    worker = make_worker(queue, Store(fake_redis, keys=keys), replier)
     try:
         yield Stack(f"http://127.0.0.1:{runner.addresses[0][1]}", worker, slack_api)
     finally:

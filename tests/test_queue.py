@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.keys import GROUP, Keys
-from bot.queue import JobQueue, QueueFull
+from bot.jobs.keys import GROUP, Keys
+from bot.jobs.queue import JobQueue, QueueFull
 from handlers.jobs import JOB_VERSION, Job, JobFormatError, LogRef, UnknownJobVersion
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from bot.remote_logs import (
+from bot.fetch.remote import (
     RefusedURL,
     RemoteLogError,
     RemoteLogFetcher,

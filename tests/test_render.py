@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.render import (
+from bot.slack.blocks import MAX_BLOCKS, MAX_HEADER, MAX_SECTION
+from bot.slack.render import (
     ACTION_CORRECT,
     ACTION_EVIDENCE,
     ACTION_EXPLAIN,
     ACTION_WRONG,
-    MAX_BLOCKS,
-    MAX_HEADER,
-    MAX_SECTION,
     escape,
     render_choices,
     render_diagnosis,
@@ -159,7 +157,7 @@ def test_error_parent_headline_evidence_and_choices() -> None:
 
 
 def test_more_lines_of_the_initiating_failure_are_called_repeats_not_consequences() -> None:
-    from bot.render import downstream_summary
+    from bot.slack.render import downstream_summary
     from signatures import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
 
     oom = SignatureRef("cuda-oom-allocator", "CUDA out of memory", "gpu-memory", "initiating")

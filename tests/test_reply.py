@@ -5,8 +5,8 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from bot.render import render_diagnosis
-from bot.reply import ReplyFailed, SlackReplier, make_client
+from bot.slack.render import render_diagnosis
+from bot.slack.reply import ReplyFailed, SlackReplier, make_client
 from handlers.jobs import Job
 from signatures.diagnosis import Diagnosis
 from tests.slack_standin import SlackStandin

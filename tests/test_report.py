@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot import report
-from bot.app import RUNTIME, create_app
-from bot.keys import Keys
-from bot.queue import JobQueue
-from bot.settings import Settings
+from bot.cli import report
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
+from bot.ops.settings import Settings
+from bot.web.app import RUNTIME, create_app
 from handlers.jobs import Job
 from handlers.webhook import TokenBucket, WebhookConfig, register
 from tests.slack_standin import SlackStandin

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.routing import RoutingError, load_routes, parse_routes
+from bot.web.routing import RoutingError, load_routes, parse_routes
 
 ROUTES = """
 default: C0FILE

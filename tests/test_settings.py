@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.settings import SettingsError, load_settings
+from bot.ops.settings import SettingsError, load_settings
 
 BASE = {"SLACK_BOT_TOKEN": "xoxb-secret-token", "SLACK_SIGNING_SECRET": "shh-signing"}
 

@@ -136,7 +136,7 @@ async def test_pasted_text_over_the_limit_is_refused_in_the_ack(
 
 
 async def test_a_full_queue_is_told_to_the_user_not_swallowed(denpex: Denpex) -> None:
-    from bot.queue import QueueFull
+    from bot.jobs.queue import QueueFull
 
     async def full(job: object) -> bool:
         raise QueueFull("the job queue is full (500 jobs waiting)")

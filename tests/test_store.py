@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from bot.keys import Keys
-from bot.store import Recurrence, Store, fingerprint, ordinal, recurrence_text
+from bot.jobs.keys import Keys
+from bot.jobs.store import Recurrence, Store, fingerprint, ordinal, recurrence_text
 from handlers.jobs import Job
 
 DAY = 24 * 3600

@@ -201,7 +201,7 @@ async def test_recurrence_is_noted_on_a_new_diagnosis(denpex: Denpex) -> None:
 
 
 def test_a_long_pasted_log_is_kept_as_head_and_tail_only() -> None:
-    from bot.followup_jobs import INLINE_HEAD, INLINE_TAIL, _excerpt
+    from bot.slack.thread import INLINE_HEAD, INLINE_TAIL, _excerpt
 
     text = "".join(f"line {i}\n" for i in range(200_000)) + "RuntimeError: the end\n"
     kept = _excerpt(text)

@@ -15,8 +15,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from bot.keys import Keys
-from bot.queue import JobQueue
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
 from handlers.jobs import Job
 from handlers.webhook import PATH, TokenBucket, WebhookConfig, register, sign
 

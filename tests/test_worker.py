@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from bot.render import render_diagnosis
-from bot.worker import JobContext, WorkerLimits
+from bot.jobs.limits import WorkerLimits
+from bot.jobs.worker import JobContext
+from bot.slack.render import render_diagnosis
 from handlers.jobs import Job, LogRef
 from signatures import Source, Status, diagnose
 from signatures.diagnosis import Diagnosis
@@ -111,7 +112,7 @@ async def test_precomputed_diagnosis_skips_the_engine(stack: WorkerStack) -> Non
     await worker.drain()
     [reply] = _replies(stack)
     assert reply.blocks == render_diagnosis(expected, job_meta={}).blocks
-    assert worker._pool is None  # no engine process was started
+    assert not worker.engine_pool.started  # no engine process was started
     assert stack.slack.calls_to("download") == []
 
 
@@ -228,7 +229,7 @@ async def test_jobs_of_other_kinds_go_to_registered_handlers(stack: WorkerStack)
 
     async def followup(job: Job, ctx: JobContext) -> None:
         seen.append((job, ctx.delivery.deliveries))
-        from bot.render import render_text
+        from bot.slack.render import render_text
 
         await ctx.replier.post(job, render_text(f"answer to {job.text}"), thread_ts=job.thread_ts)
 
@@ -294,16 +295,18 @@ async def test_embedded_fakeredis_runs_the_same_worker(
     fake_redis: Any, slack_api: Any, engine_pool: Any
 ) -> None:
     # Without REDIS_URL, `denpex serve` runs queue, worker and store on an in-process fakeredis.
-    from bot.keys import Keys
-    from bot.queue import JobQueue
-    from bot.reply import SlackReplier, make_client
-    from bot.store import Store
-    from bot.worker import Worker
+    from bot.jobs.keys import Keys
+    from bot.jobs.queue import JobQueue
+    from bot.jobs.store import Store
+    from bot.kinds.registry import make_worker
+    from bot.slack.reply import SlackReplier, make_client
 
     keys = Keys("embedded")
     queue = JobQueue(fake_redis, keys=keys)
     replier = SlackReplier(make_client(slack_api.token, slack_api.api_url))
-    worker = Worker(queue, Store(fake_redis, keys=keys), replier, executor=engine_pool, retry_backoff_ms=0)
+    worker = make_worker(
+        queue, Store(fake_redis, keys=keys), replier, executor=engine_pool, retry_backoff_ms=0
+    )
     job = Job(source="webhook", dedupe_key="j1", channel="C1", thread_ts="1.0",
               logs=[LogRef("inline", "rank0.log", text=LOG.decode())])  # fmt: skip
     try:
@@ -340,7 +343,7 @@ async def test_url_logs_without_a_fetcher_are_an_error(stack: WorkerStack) -> No
 
 
 def test_log_names_cannot_leave_the_job_directory() -> None:
-    from bot.worker import _file_name
+    from bot.fetch.logs import safe_file_name as _file_name
 
     assert _file_name("../../etc/passwd") == "passwd"
     assert _file_name("..") == "log"

@@ -8,19 +8,22 @@ limits (50 blocks, 3,000 characters per section, 150 per header) and carries a f
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from bot.slack import blocks as bk
+from bot.slack.blocks import (
+    MAX_BLOCKS,
+    MAX_FALLBACK,
+    MAX_SECTION,
+    TRUNCATED,
+    RenderedMessage,
+    button,
+    clip,
+    escape,
+)
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
 from signatures.spec import Signature
 
-MAX_BLOCKS = 50
-MAX_SECTION = 3000
-MAX_HEADER = 150
-MAX_BUTTON_TEXT = 75
-MAX_FALLBACK = 3000
-# Slack answers msg_blocks_too_long well below the documented limits; stay far under it.
-MAX_TOTAL = 11000
 CONTEXT_BEFORE = 3
 CONTEXT_AFTER = 2
 
@@ -31,78 +34,6 @@ ACTION_WRONG = "denpex_feedback_wrong"
 ACTION_EXPLAIN = "denpex_explain"
 ACTION_ASK = "denpex_ask"
 ACTIONS = (ACTION_EVIDENCE, ACTION_CORRECT, ACTION_WRONG, ACTION_EXPLAIN, ACTION_ASK)
-
-TRUNCATED = "… (truncated)"
-
-
-@dataclass(frozen=True)
-class RenderedMessage:
-    """A Slack message: fallback text plus Block Kit blocks, and an optional long attachment."""
-
-    text: str
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    file_text: str | None = None  # long evidence, for files_upload_v2 in the thread
-
-
-def escape(text: str) -> str:
-    """Escape Slack's control characters so log text cannot ping or link."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def clip(text: str, limit: int, note: str = TRUNCATED) -> str:
-    """Cut ``text`` to ``limit`` characters, saying so."""
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - len(note))] + note
-
-
-def _code(lines: Iterable[str]) -> str:
-    # A ``` inside a log line would close the code block early.
-    body = "\n".join(escape(line).replace("```", "`\u200b``") for line in lines)
-    return f"```{body}```"
-
-
-def _section(text: str, *, block_id: str | None = None) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "type": "section",
-        "text": {"type": "mrkdwn", "text": clip(text, MAX_SECTION)},
-    }
-    if block_id:
-        block["block_id"] = block_id
-    return block
-
-
-def _code_section(title: str, lines: Sequence[str]) -> dict[str, Any]:
-    """A section with a title and a code block, cut from the top so the last lines survive."""
-    room = MAX_SECTION - len(title) - 20
-    kept = list(lines)
-    while kept and len(_code(kept)) > room:
-        if len(kept) == 1:
-            kept = [clip(kept[0], max(10, room - 10))]
-            break
-        kept.pop(0)
-    return _section(f"{title}\n{_code(kept)}")
-
-
-def _header(text: str) -> dict[str, Any]:
-    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, MAX_HEADER, "…")}}
-
-
-def _context(text: str) -> dict[str, Any]:
-    return {"type": "context", "elements": [{"type": "mrkdwn", "text": clip(text, MAX_SECTION)}]}
-
-
-def button(text: str, action_id: str, value: str, style: str | None = None) -> dict[str, Any]:
-    """A Block Kit button within Slack's limits."""
-    b: dict[str, Any] = {
-        "type": "button",
-        "text": {"type": "plain_text", "text": clip(text, MAX_BUTTON_TEXT, "…")},
-        "action_id": action_id[:255],
-        "value": value[:2000],
-    }
-    if style:
-        b["style"] = style
-    return b
 
 
 def where(ev: Evidence) -> str:
@@ -209,11 +140,11 @@ def _short_step(step: str) -> str:
 def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None) -> RenderedMessage:
     """The diagnosis message posted in the incident thread."""
     meta = dict(job_meta or {})
-    blocks: list[dict[str, Any]] = [_header(_headline(d))]
+    blocks: list[dict[str, Any]] = [bk.header(_headline(d))]
     optional: list[dict[str, Any]] = []  # dropped from the end first when over the size budget
 
     if meta.get("changed"):
-        blocks.append(_section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}"))
+        blocks.append(bk.section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}"))
 
     if d.status is Status.FAILURE and d.signature:
         facts = [
@@ -221,12 +152,12 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
             f"*Confidence:* {round(d.confidence * 100)}%",
             f"*Signature:* `{escape(d.signature.id)}`",
         ]
-        blocks.append(_section(" · ".join(facts)))
+        blocks.append(bk.section(" · ".join(facts)))
         if d.summary:
-            blocks.append(_section(escape(d.summary)))
+            blocks.append(bk.section(escape(d.summary)))
     elif d.status is Status.UNRECOGNIZED:
         blocks.append(
-            _section(
+            bk.section(
                 "No signature in the library matches this failure. "
                 "The first line that states an error is below."
             )
@@ -234,7 +165,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     else:
         files = len(d.files) or 1
         blocks.append(
-            _section(
+            bk.section(
                 f"No failure found in {d.lines_read:,} lines of {files} "
                 f"file{'s' if files != 1 else ''}. If the job did fail, attach the log of the "
                 "rank that exited first, the scheduler's job output (sacct / kubectl logs) "
@@ -243,14 +174,14 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
         )
 
     if meta.get("recurrence"):
-        blocks.append(_context(f":repeat: {escape(meta['recurrence'])}"))
+        blocks.append(bk.context(f":repeat: {escape(meta['recurrence'])}"))
 
     ev = d.initiating
     long_evidence = more_context = False
     if ev is not None:
         label = "*Initiating line*" if d.status is Status.FAILURE else "*First error line*"
         lines = _initiating_lines(ev, CONTEXT_BEFORE, CONTEXT_AFTER)
-        section = _code_section(f"{label} — {where(ev)}", lines)
+        section = bk.code_section(f"{label} — {where(ev)}", lines)
         # Cut to fit: the whole evidence goes into a file in the thread.
         long_evidence = TRUNCATED in section["text"]["text"] or not all(
             escape(line).replace("```", "`\u200b``") in section["text"]["text"] for line in lines
@@ -260,19 +191,19 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
 
     if d.downstream:
         text = "*What followed downstream*\n" + _bullets(downstream_summary(d))
-        blocks.append(_section(text))
+        blocks.append(bk.section(text))
 
     if d.status is Status.FAILURE:
         if d.root_causes:
-            blocks.append(_section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes)))
+            blocks.append(bk.section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes)))
         if d.fix:
-            blocks.append(_section("*Fix*\n" + _numbered(_fix_lines(d))))
+            blocks.append(bk.section("*Fix*\n" + _numbered(_fix_lines(d))))
         if d.decision_path:
             path = _numbered(escape(_short_step(s)) for s in d.decision_path)
-            optional.append(_section("*How to confirm before acting*\n" + path))
+            optional.append(bk.section("*How to confirm before acting*\n" + path))
     elif d.status is Status.UNRECOGNIZED:
         blocks.append(
-            _section(
+            bk.section(
                 "*What to attach in this thread:* the logs of all ranks (or the rank that failed "
                 "first), `python -m torch.utils.collect_env`, `nvidia-smi` and `dmesg -T` from "
                 "the node."
@@ -281,7 +212,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
 
     if d.missing_facts:
         asks = _bullets(escape(f) for f in d.missing_facts)
-        optional.insert(0, _section(f":question: *Can you tell me, in this thread?*\n{asks}"))
+        optional.insert(0, bk.section(f":question: *Can you tell me, in this thread?*\n{asks}"))
 
     footer = []
     if d.files:
@@ -295,42 +226,15 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     elif more_context:
         footer.append("press *Show evidence* for more context")
     if footer:
-        optional.append(_context(" · ".join(footer)))
+        optional.append(bk.context(" · ".join(footer)))
 
     actions = action_buttons(d)
-    blocks = _fit(blocks, optional, actions)
+    blocks = bk.fit(blocks, optional, actions)
     return RenderedMessage(
         text=fallback_text(d),
         blocks=blocks,
         file_text=evidence_text(d) if long_evidence else None,
     )
-
-
-def _size(blocks: Sequence[Mapping[str, Any]]) -> int:
-    total = 0
-    for b in blocks:
-        text = b.get("text")
-        if isinstance(text, dict):
-            total += len(text.get("text", ""))
-        for el in b.get("elements", []):
-            if isinstance(el.get("text"), str):
-                total += len(el["text"])
-    return total
-
-
-def _fit(
-    blocks: list[dict[str, Any]], optional: list[dict[str, Any]], actions: dict[str, Any]
-) -> list[dict[str, Any]]:
-    """Keep required blocks, then optional ones while the message stays under the budget."""
-    out = list(blocks)[: MAX_BLOCKS - 1]
-    for block in optional:
-        if len(out) + 1 >= MAX_BLOCKS or _size([*out, block]) > MAX_TOTAL:
-            continue
-        out.append(block)
-    while _size(out) > MAX_TOTAL and len(out) > 2:
-        out.pop()
-    out.append(actions)
-    return out
 
 
 def evidence_text(d: Diagnosis) -> str:
@@ -359,22 +263,22 @@ def evidence_text(d: Diagnosis) -> str:
 
 def render_evidence(d: Diagnosis) -> RenderedMessage:
     """The "Show evidence" answer: wider context, downstream first lines, and why this line won."""
-    blocks: list[dict[str, Any]] = [_header("Evidence")]
+    blocks: list[dict[str, Any]] = [bk.header("Evidence")]
     ev = d.initiating
     if ev is not None:
-        blocks.append(_code_section(f"*Initiating line* — {where(ev)}", [*ev.before, ev.text, *ev.after]))
+        blocks.append(bk.code_section(f"*Initiating line* — {where(ev)}", [*ev.before, ev.text, *ev.after]))
     for g in d.downstream[:10]:
         ranks = ", ".join(str(r) for r in g.ranks[:20]) + (" …" if len(g.ranks) > 20 else "")
         title = f"*{downstream_line(g)}*" + (f" (ranks {ranks})" if ranks else "")
-        blocks.append(_code_section(f"{title} — first at {where(g.first)}", [g.first.text]))
+        blocks.append(bk.code_section(f"{title} — first at {where(g.first)}", [g.first.text]))
     if d.why:
-        blocks.append(_section("*Why this line*\n" + _bullets(escape(w) for w in d.why)))
+        blocks.append(bk.section("*Why this line*\n" + _bullets(escape(w) for w in d.why)))
     if d.environment:
         env = _bullets(f"{escape(k)}: `{escape(v)}`" for k, v in sorted(d.environment.items()))
-        blocks.append(_section("*Environment*\n" + env))
+        blocks.append(bk.section("*Environment*\n" + env))
     if len(blocks) == 1:
-        blocks.append(_section("No evidence lines were kept for this diagnosis."))
-    blocks = _fit(blocks[: MAX_BLOCKS - 1], [], _context("Log text is redacted before storage."))
+        blocks.append(bk.section("No evidence lines were kept for this diagnosis."))
+    blocks = bk.fit(blocks[: MAX_BLOCKS - 1], [], bk.context("Log text is redacted before storage."))
     return RenderedMessage(
         text=f"Evidence for: {escape(d.headline)}", blocks=blocks, file_text=evidence_text(d)
     )
@@ -385,14 +289,14 @@ def render_error(reason: str) -> RenderedMessage:
     text = escape(clip(reason.strip() or "Something went wrong.", MAX_SECTION - 40))
     return RenderedMessage(
         text=f"Could not diagnose this: {text}",
-        blocks=[_section(f":warning: *Could not diagnose this.* {text}")],
+        blocks=[bk.section(f":warning: *Could not diagnose this.* {text}")],
     )
 
 
 def render_parent(header: str) -> RenderedMessage:
     """The parent message a thread hangs from (slash commands, webhooks)."""
     text = escape(clip(header.strip() or "Denpex diagnosis", MAX_SECTION))
-    return RenderedMessage(text=text, blocks=[_section(f":mag: {text}")])
+    return RenderedMessage(text=text, blocks=[bk.section(f":mag: {text}")])
 
 
 def render_headline(d: Diagnosis, header: str | None = None) -> RenderedMessage:
@@ -400,7 +304,7 @@ def render_headline(d: Diagnosis, header: str | None = None) -> RenderedMessage:
     head = _headline(d)
     prefix = f"{escape(clip(header, 1000))} — " if header else ""
     text = clip(f"{prefix}{head}", 3900)
-    return RenderedMessage(text=text, blocks=[_section(f":mag: {text}")])
+    return RenderedMessage(text=text, blocks=[bk.section(f":mag: {text}")])
 
 
 def render_text(text: str, *, escaped: bool = False) -> RenderedMessage:
@@ -408,13 +312,13 @@ def render_text(text: str, *, escaped: bool = False) -> RenderedMessage:
     body = text if escaped else escape(text)
     chunks = [body[i : i + MAX_SECTION] for i in range(0, len(body), MAX_SECTION)][:MAX_BLOCKS]
     return RenderedMessage(
-        text=clip(body, MAX_FALLBACK), blocks=[_section(c) for c in chunks] or [_section(" ")]
+        text=clip(body, MAX_FALLBACK), blocks=[bk.section(c) for c in chunks] or [bk.section(" ")]
     )
 
 
 def render_choices(prompt: str, choices: Sequence[tuple[str, str]]) -> RenderedMessage:
     """A prompt with one button per (label, value); used when a question could not be mapped."""
-    blocks: list[dict[str, Any]] = [_section(escape(prompt))]
+    blocks: list[dict[str, Any]] = [bk.section(escape(prompt))]
     for start in range(0, len(choices), 5):
         chunk = choices[start : start + 5]
         blocks.append(
@@ -435,17 +339,17 @@ def render_choices(prompt: str, choices: Sequence[tuple[str, str]]) -> RenderedM
 def render_signature(sig: Signature) -> RenderedMessage:
     """The "Explain" answer: a signature's full entry from the library."""
     blocks: list[dict[str, Any]] = [
-        _header(sig.title),
-        _context(
+        bk.header(sig.title),
+        bk.context(
             f"`{escape(sig.id)}` · {escape(sig.category)} · {escape(sig.severity.value)} · "
             f"role {escape(sig.role.value)}"
         ),
-        _section(f"{escape(sig.summary)}\n\n*How it happens:* {escape(sig.mechanism)}"),
+        bk.section(f"{escape(sig.summary)}\n\n*How it happens:* {escape(sig.mechanism)}"),
     ]
     if sig.root_causes:
-        blocks.append(_section("*Root causes*\n" + _bullets(escape(c) for c in sig.root_causes)))
+        blocks.append(bk.section("*Root causes*\n" + _bullets(escape(c) for c in sig.root_causes)))
     if sig.confirm:
-        blocks.append(_section("*To confirm*\n" + _bullets(escape(c) for c in sig.confirm)))
+        blocks.append(bk.section("*To confirm*\n" + _bullets(escape(c) for c in sig.confirm)))
     if sig.fix:
         steps = []
         for step in sig.fix:
@@ -456,15 +360,15 @@ def render_signature(sig: Signature) -> RenderedMessage:
             if step.why:
                 line += f"\n    _{escape(step.why)}_"
             steps.append(line)
-        blocks.append(_section("*Fix*\n" + _numbered(steps)))
+        blocks.append(bk.section("*Fix*\n" + _numbered(steps)))
     if sig.prevention:
-        blocks.append(_section("*Prevention*\n" + _bullets(escape(p) for p in sig.prevention)))
+        blocks.append(bk.section("*Prevention*\n" + _bullets(escape(p) for p in sig.prevention)))
     steps = sig.decision_path.steps()
-    blocks.append(_section("*Decision path*\n" + _numbered(escape(s) for s in steps)))
+    blocks.append(bk.section("*Decision path*\n" + _numbered(escape(s) for s in steps)))
     if sig.related:
-        blocks.append(_context("Related: " + ", ".join(f"`{escape(r)}`" for r in sig.related)))
+        blocks.append(bk.context("Related: " + ", ".join(f"`{escape(r)}`" for r in sig.related)))
     if sig.references:
-        blocks.append(_context("References: " + " ".join(escape(r) for r in sig.references[:5])))
+        blocks.append(bk.context("References: " + " ".join(escape(r) for r in sig.references[:5])))
     return RenderedMessage(
         text=f"{escape(sig.title)}: {escape(sig.summary)}"[:MAX_FALLBACK],
         blocks=blocks[:MAX_BLOCKS],

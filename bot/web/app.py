@@ -24,14 +24,17 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot import followup_jobs, metrics, redis_conn
-from bot.keys import Keys
-from bot.queue import JobQueue, QueueFull
-from bot.reply import make_client
-from bot.routing import mount_webhook
-from bot.settings import Settings
-from bot.store import Store
-from bot.worker import Worker, build_worker
+from bot.jobs import connection as redis_conn
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue, QueueFull
+from bot.jobs.store import Store
+from bot.jobs.worker import Worker
+from bot.kinds.registry import build_worker
+from bot.ops import metrics
+from bot.ops.settings import Settings
+from bot.slack.reply import make_client
+from bot.slack.thread import ThreadEvidence, ThreadReplier
+from bot.web.routing import mount_webhook
 from handlers import actions, messages, slash
 from handlers.files import FileIntake
 from handlers.jobs import Job
@@ -55,7 +58,7 @@ class Runtime:
     client: AsyncWebClient
     queue: JobQueue
     store: Store
-    evidence: followup_jobs.ThreadEvidence
+    evidence: ThreadEvidence
     worker: Worker
     bolt: AsyncApp
     own_redis: bool = False
@@ -157,7 +160,7 @@ def create_app(
     # The same worker `denpex worker` runs, with every job kind installed.
     worker = build_worker(settings, redis, keys=keys, client=client)
     queue, store = worker.queue, worker.store
-    assert isinstance(worker.replier, followup_jobs.ThreadReplier)
+    assert isinstance(worker.replier, ThreadReplier)
     evidence = worker.replier.evidence
 
     holder: dict[str, Runtime] = {}

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from bot.settings import Settings, SettingsError, load_redis_url, load_settings
+from bot.ops.settings import Settings, SettingsError, load_redis_url, load_settings
 
 EXIT_BAD_SETTINGS = 2
 
@@ -45,8 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_or_exit()
     from aiohttp import web
 
-    from bot.app import RUNTIME, create_app
-    from bot.logging_setup import configure_from_settings
+    from bot.ops.logs import configure_from_settings
+    from bot.web.app import RUNTIME, create_app
 
     configure_from_settings(settings)
     try:
@@ -77,7 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     """Run workers until SIGTERM / Ctrl-C, finishing or handing back jobs in flight."""
     settings = settings_or_exit()
-    from bot.logging_setup import configure_from_settings
+    from bot.ops.logs import configure_from_settings
 
     configure_from_settings(settings)
     try:
@@ -91,8 +91,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 async def _workers(settings: Settings) -> None:
     from aiohttp import web
 
-    from bot import metrics
-    from bot.app import RUNTIME, create_app
+    from bot.ops import metrics
+    from bot.web.app import RUNTIME, create_app
 
     # The same app without a listening socket: its startup starts the workers, cleanup stops them.
     app = create_app(settings, start_workers=True)
@@ -134,9 +134,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 async def _stats(url: str | None) -> list[tuple[str, int, int, int]]:
-    from bot.followup_jobs import signature_counts
-    from bot.redis_conn import connect
-    from bot.store import Store
+    from bot.jobs.connection import connect
+    from bot.jobs.store import Store
+    from bot.kinds.lookups import signature_counts
 
     redis = await connect(url)
     try:

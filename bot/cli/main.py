@@ -10,13 +10,13 @@ from collections.abc import Sequence
 # Sub-command -> the module whose add_commands(subparsers) registers it. Only the module a
 # command needs is imported, so `denpex diagnose` starts without the Slack and Redis stacks.
 COMMANDS: dict[str, str] = {
-    "diagnose": "bot.cli_diagnose",
-    "signatures": "bot.cli_diagnose",
-    "report": "bot.report",
-    "jobs": "bot.jobs_cli",
-    "serve": "bot.serve",
-    "worker": "bot.serve",
-    "stats": "bot.serve",
+    "diagnose": "bot.cli.diagnose",
+    "signatures": "bot.cli.diagnose",
+    "report": "bot.cli.report",
+    "jobs": "bot.cli.jobs",
+    "serve": "bot.cli.serve",
+    "worker": "bot.cli.serve",
+    "stats": "bot.cli.serve",
 }
 
 

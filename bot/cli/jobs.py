@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any
 
-from bot.keys import DEFAULT_PREFIX, Keys
-from bot.queue import DeadLetter, JobQueue
+from bot.jobs.keys import DEFAULT_PREFIX, Keys
+from bot.jobs.queue import DeadLetter, JobQueue
 from handlers.jobs import Job, JobFormatError
 
 
@@ -68,7 +68,7 @@ def _run(args: argparse.Namespace, action: Any) -> int:
 
 
 async def _with_queue(url: str, args: argparse.Namespace, action: Any) -> int:
-    from bot.redis_conn import connect
+    from bot.jobs.connection import connect
 
     redis = await connect(url)
     try:
@@ -79,7 +79,7 @@ async def _with_queue(url: str, args: argparse.Namespace, action: Any) -> int:
 
 
 def _settings_redis_url() -> str | None:
-    from bot.settings import SettingsError, load_settings
+    from bot.ops.settings import SettingsError, load_settings
 
     try:
         return load_settings().redis_url

@@ -25,10 +25,10 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from bot import metrics
-from bot.keys import Keys
-from bot.remote_logs import RemoteLogError, fetcher_from_settings
-from bot.settings import Settings, SettingsError
+from bot.fetch.remote import RemoteLogError, fetcher_from_settings
+from bot.jobs.keys import Keys
+from bot.ops import metrics
+from bot.ops.settings import Settings, SettingsError
 from handlers import webhook
 from handlers.webhook import DEFAULT_KEY_ID, TokenBucket, WebhookConfig
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -16,8 +15,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot import metrics
-from bot.render import (
+from bot.jobs.outcomes import PostedReply, ReplyFailed
+from bot.ops import metrics
+from bot.slack.render import (
     RenderedMessage,
     render_diagnosis,
     render_error,
@@ -39,19 +39,6 @@ CANNOT_POST_HERE = frozenset(
 REPLY_EVENT = "denpex_reply"
 # Errors about the blocks themselves: the text-only form still gets the answer across.
 BAD_BLOCKS = frozenset({"invalid_blocks", "msg_blocks_too_long", "invalid_blocks_format"})
-
-
-class ReplyFailed(Exception):
-    """The answer cannot be posted anywhere (no channel access and no response_url)."""
-
-
-@dataclass(frozen=True)
-class PostedReply:
-    """Where a reply landed; ``ts`` is None for response_url replies (Slack returns none)."""
-
-    channel: str | None
-    ts: str | None
-    thread_ts: str | None
 
 
 def make_client(token: str, base_url: str | None = None, *, retries: int = RETRIES) -> AsyncWebClient:

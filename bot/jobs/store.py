@@ -16,7 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from bot.keys import Keys
+from bot.jobs.keys import Keys
 from handlers.jobs import Job
 
 DEFAULT_RETENTION_S = 30 * 24 * 3600
@@ -96,7 +96,7 @@ class Store:
         retention_s: int = DEFAULT_RETENTION_S,
         history_len: int = HISTORY_LEN,
     ) -> None:
-        # decode_responses=True (bot/redis_conn.py) makes every reply str; redis-py's stubs
+        # decode_responses=True (bot/jobs/connection.py) makes every reply str; redis-py's stubs
         # cannot know that, so the client is untyped here and replies are typed where parsed.
         self.redis: Any = redis
         self.keys = keys or Keys()

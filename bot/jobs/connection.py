@@ -6,7 +6,7 @@ import fakeredis
 import redis.asyncio as aioredis
 
 # Reply shapes change with the protocol (RESP3 nests stream replies one level deeper), and
-# fakeredis ignores ``legacy_responses``: pin RESP2 so the parsers in bot/queue.py see one shape.
+# fakeredis ignores ``legacy_responses``: pin RESP2 so the parsers in bot/jobs/queue.py see one shape.
 PROTOCOL = 2
 # Blocking reads must end well before the socket times out (redis-py raises TimeoutError).
 SOCKET_TIMEOUT_S = 30.0

@@ -22,8 +22,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from bot import metrics
-from bot.keys import Keys
+from bot.jobs.keys import Keys
+from bot.ops import metrics
 from handlers.jobs import Job
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class JobQueue:
         dedupe_ttl_s: int = DEDUPE_TTL_S,
         dead_maxlen: int = 10_000,
     ) -> None:
-        # decode_responses=True (bot/redis_conn.py) makes every reply str; redis-py's stubs
+        # decode_responses=True (bot/jobs/connection.py) makes every reply str; redis-py's stubs
         # cannot know that, so the client is untyped here and replies are typed where parsed.
         self.redis: Any = redis
         self.keys = keys or Keys()
@@ -362,7 +362,7 @@ class JobQueue:
 
 
 def _entries(reply: Any) -> list[tuple[str, str | None]]:
-    # RESP2 shape (pinned in bot/redis_conn.py): [[stream, [(id, {field: value}), ...]]]
+    # RESP2 shape (pinned in bot/jobs/connection.py): [[stream, [(id, {field: value}), ...]]]
     out: list[tuple[str, str | None]] = []
     for _stream, entries in reply or []:
         out.extend(_pairs(entries))

@@ -172,7 +172,7 @@ def make_handler(
 
 
 def queue_probe(queue: Any) -> QueueProbe:
-    """A probe reading lag and pending entries from a ``bot.queue.JobQueue``."""
+    """A probe reading lag and pending entries from a ``bot.jobs.queue.JobQueue``."""
 
     async def probe() -> tuple[int | None, int | None]:
         stats = await queue.stats()

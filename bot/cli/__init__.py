@@ -1,0 +1,1 @@
+"""The ``denpex`` command: one module per group of sub-commands, wired in ``main``."""

@@ -1,0 +1,1 @@
+"""Running the service: settings read once, JSON logs with redaction, Prometheus metrics."""

@@ -1,0 +1,1 @@
+"""Slack output: Block Kit rendering, posting replies, thread memory and follow-up answers."""
