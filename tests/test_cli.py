@@ -118,5 +118,5 @@ def test_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
 def test_docs_page_is_up_to_date() -> None:
     expected = render_signatures_markdown(default_library().signatures)
     assert (ROOT / "docs" / "signatures.md").read_text(encoding="utf-8") == expected, (
-        "docs/signatures.md is stale: run `denpex signatures docs`"
+        "docs/signatures.md is stale: run `denpex signatures docs --output docs/signatures.md`"
     )

@@ -32,9 +32,20 @@ def setting_names() -> set[str]:
 
 
 def kube_docs() -> list[dict[str, Any]]:
+    """Every Kubernetes document: the default kustomization, the Secret templates, the components."""
     docs: list[dict[str, Any]] = []
-    for path in sorted(KUBE.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for path in sorted(KUBE.rglob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def applied_docs() -> list[dict[str, Any]]:
+    """What `kubectl apply -k deploy/kubernetes` applies: the kustomization's resources only."""
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for name in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((KUBE / name).read_text()) if d]
     return docs
 
 
@@ -145,13 +156,38 @@ def test_dockerfile_copies_what_the_package_needs() -> None:
 # -- Kubernetes -----------------------------------------------------------------------------
 
 
-def test_every_kubernetes_file_parses_and_kustomization_lists_them() -> None:
+def test_every_kubernetes_file_parses_and_kustomization_lists_all_but_the_secret_templates() -> None:
     kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
     listed = set(kustomization["resources"])
-    files = {p.name for p in KUBE.glob("*.yaml")} - {"kustomization.yaml"}
+    files = {p.name for p in KUBE.glob("*.yaml")} - {"kustomization.yaml", "secret.example.yaml"}
     assert listed == files
     kinds = {d["kind"] for d in kube_docs()}
-    assert {"Deployment", "Service", "Secret", "ConfigMap", "ScaledObject"} <= kinds
+    assert {"Deployment", "StatefulSet", "Service", "Secret", "ConfigMap", "ScaledObject"} <= kinds
+
+
+def test_applying_the_kustomization_never_touches_secrets_or_needs_keda() -> None:
+    applied = {d["kind"] for d in applied_docs()}
+    assert "Secret" not in applied  # placeholders must never overwrite real secrets
+    assert not applied & {"ScaledObject", "TriggerAuthentication"}  # KEDA's CRDs are optional
+    component = yaml.safe_load((KUBE / "components/keda/kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert component["resources"] == ["keda-scaledobject.yaml"]
+
+
+def test_kubernetes_runs_redis_with_aof_on_a_volume_where_redis_url_points() -> None:
+    redis = by_kind("StatefulSet")["redis"]
+    [container] = redis["spec"]["template"]["spec"]["containers"]
+    command = " ".join(container["args"])
+    assert "--appendonly yes" in command and "--requirepass" in command
+    [mount] = container["volumeMounts"]
+    assert mount["mountPath"] == "/data" and "--dir /data" in command
+    [claim] = redis["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == mount["name"]
+    password = container["env"][0]["valueFrom"]["secretKeyRef"]
+    assert password["key"] in by_kind("Secret")[password["name"]]["stringData"]
+    url = by_kind("Secret")["denpex-secrets"]["stringData"]["REDIS_URL"]
+    assert "@redis.denpex.svc.cluster.local:6379/" in url
+    assert by_kind("Service")["redis"]["spec"]["selector"] == redis["spec"]["selector"]["matchLabels"]
 
 
 @pytest.mark.parametrize("name", ["denpex-web", "denpex-worker"])

@@ -5,13 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from typing import Any
 
+from bot.cli.redis_access import NO_REDIS, RedisUnreachable, connect_or_explain
 from bot.jobs.keys import DEFAULT_PREFIX, Keys
 from bot.jobs.queue import DeadLetter, JobQueue
+from bot.ops.settings import SettingsError, load_redis_url
 from handlers.jobs import Job, JobFormatError
+
+STREAM_ID = re.compile(r"\d{1,20}-\d{1,20}")
 
 
 def add_commands(sub: Any) -> None:
@@ -55,36 +60,29 @@ def run_retry(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, action: Any) -> int:
-    url = args.redis_url or _settings_redis_url()
-    if not url:
-        print(
-            "denpex: no Redis to read: set REDIS_URL or pass --redis-url (the embedded queue "
-            "lives inside `denpex serve` and cannot be reached from here)",
-            file=sys.stderr,
-        )
+    try:
+        url = args.redis_url or load_redis_url()
+    except SettingsError as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
         return 2
-    code: int = asyncio.run(_with_queue(url, args, action))
+    if not url:
+        print(f"denpex: {NO_REDIS}", file=sys.stderr)
+        return 2
+    try:
+        code: int = asyncio.run(_with_queue(url, args, action))
+    except RedisUnreachable as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
+        return 2
     return code
 
 
 async def _with_queue(url: str, args: argparse.Namespace, action: Any) -> int:
-    from bot.jobs.connection import connect
-
-    redis = await connect(url)
+    redis = await connect_or_explain(url)
     try:
         code: int = await action(JobQueue(redis, keys=Keys(args.prefix)), args)
         return code
     finally:
         await redis.aclose()
-
-
-def _settings_redis_url() -> str | None:
-    from bot.ops.settings import SettingsError, load_settings
-
-    try:
-        return load_settings().redis_url
-    except SettingsError:
-        return None
 
 
 async def _stats(queue: JobQueue, _args: argparse.Namespace) -> int:
@@ -107,6 +105,14 @@ async def _list(queue: JobQueue, args: argparse.Namespace) -> int:
 
 async def _retry(queue: JobQueue, args: argparse.Namespace) -> int:
     ids = [d.entry_id for d in await queue.dead_letters(10_000)] if args.all else args.ids
+    malformed = [i for i in ids if not STREAM_ID.fullmatch(i)]
+    if malformed:
+        print(
+            f"denpex: {', '.join(malformed)}: not a dead-letter entry id; they look like "
+            "1712345678901-0 (`denpex jobs dead-letter list` shows them)",
+            file=sys.stderr,
+        )
+        return 2
     missing = 0
     for entry_id in ids:
         new_id = await queue.retry_dead(entry_id)

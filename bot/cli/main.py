@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+
+DISTRIBUTION = "denpex-bot"  # the name on the package index; the command is `denpex`
+EXIT_SIGPIPE = 141  # what a shell reports for a writer killed by SIGPIPE (`denpex ... | head`)
 
 # Sub-command -> the module whose add_commands(subparsers) registers it. Only the module a
 # command needs is imported, so `denpex diagnose` starts without the Slack and Redis stacks.
 COMMANDS: dict[str, str] = {
     "diagnose": "bot.cli.diagnose",
-    "signatures": "bot.cli.diagnose",
+    "signatures": "bot.cli.signatures",
     "report": "bot.cli.report",
     "jobs": "bot.cli.jobs",
     "serve": "bot.cli.serve",
@@ -20,12 +25,21 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def version() -> str:
+    """This installation's version ("unknown" when run from a tree that was never installed)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for every sub-command, or only for ``command`` when it is a known one."""
     parser = argparse.ArgumentParser(
         prog="denpex", description="Tell ML engineers why their training run died."
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"denpex {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in modules:
         importlib.import_module(name).add_commands(sub)
@@ -33,10 +47,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``denpex`` command; its exit code."""
     args_in = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(args_in[0] if args_in else None)
+    if not args_in:
+        # A bare `denpex` is a question, not a mistake: answer it with the help.
+        build_parser().print_help()
+        return 0
+    parser = build_parser(args_in[0])
     args = parser.parse_args(args_in)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep Python from complaining
+        # again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SIGPIPE
+    except KeyboardInterrupt:
+        return 130
     return code
 
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from typing import Any
 
+from bot.cli.redis_access import NO_REDIS, RedisUnreachable, connect_or_explain, masked
 from bot.ops.settings import Settings, SettingsError, load_redis_url, load_settings
 
 EXIT_BAD_SETTINGS = 2
+
+log = logging.getLogger("denpex")
 
 
 def add_commands(sub: Any) -> None:
@@ -28,6 +32,7 @@ def add_commands(sub: Any) -> None:
     worker = sub.add_parser("worker", help="run queue workers only (no HTTP server)")
     worker.set_defaults(func=cmd_worker)
     stats = sub.add_parser("stats", help="per-signature diagnoses and Correct/Wrong feedback")
+    stats.add_argument("--redis-url", help="Redis to read (default: REDIS_URL)")
     stats.set_defaults(func=cmd_stats)
 
 
@@ -54,6 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:  # e.g. a bad routing file: one line, not a traceback
         print(f"denpex: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
+    log.info("%s", banner(settings, workers_here=not args.no_worker))
     if settings.socket_mode:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
@@ -72,6 +78,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app.on_shutdown.append(disconnect)
     web.run_app(app, host=settings.host, port=settings.port, print=None)
     return 0
+
+
+def banner(settings: Settings, *, workers_here: bool) -> str:
+    """One line on what this process is: where it listens, its Redis, workers and library."""
+    from bot.cli.main import version
+    from bot.web.app import HEALTH_PATH, SLACK_PATH
+    from handlers.webhook import PATH as WEBHOOK_PATH
+    from signatures.engine import default_library
+
+    host = "localhost" if settings.host in ("0.0.0.0", "::") else settings.host
+    where = f"http://{host}:{settings.port}"
+    slack = "Slack over Socket Mode" if settings.socket_mode else f"Slack events at {SLACK_PATH}"
+    redis = (
+        f"Redis {masked(settings.redis_url)}"
+        if settings.redis_url
+        else "Redis embedded in this process (jobs end with it; set REDIS_URL for a shared one)"
+    )
+    workers = f"{settings.workers} worker(s) in this process" if workers_here else "no workers here"
+    count = len(default_library().signatures)
+    return (
+        f"Denpex {version()} listening on {where} ({slack}, webhooks at {WEBHOOK_PATH}, "
+        f"health at {HEALTH_PATH}); {redis}; {workers}; {count} signatures"
+    )
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -118,11 +147,18 @@ async def _workers(settings: Settings) -> None:
 def cmd_stats(args: argparse.Namespace) -> int:
     """Print diagnoses, confirmed and disputed counts per signature."""
     try:
-        url = load_redis_url()
+        url = args.redis_url or load_redis_url()
     except SettingsError as exc:
         print(f"denpex: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    rows = asyncio.run(_stats(url))
+    if not url:
+        print(f"denpex: {NO_REDIS}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    try:
+        rows = asyncio.run(_stats(url))
+    except RedisUnreachable as exc:
+        print(f"denpex: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
     if not rows:
         print("No diagnoses or feedback recorded yet.")
         return 0
@@ -133,12 +169,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _stats(url: str | None) -> list[tuple[str, int, int, int]]:
-    from bot.jobs.connection import connect
+async def _stats(url: str) -> list[tuple[str, int, int, int]]:
     from bot.jobs.store import Store
     from bot.kinds.lookups import signature_counts
 
-    redis = await connect(url)
+    redis = await connect_or_explain(url)
     try:
         return await signature_counts(Store(redis))
     finally:

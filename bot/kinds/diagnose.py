@@ -78,5 +78,7 @@ async def answer(worker: Worker, job: Job, diagnosis: Diagnosis) -> PostedReply:
         await worker.store.set_reply(job.id, posted.ts)
     progress = await worker.queue.progress(job.id)
     if progress.get("parent_ts") and threaded.channel:
-        await worker.replier.update_parent(threaded.channel, progress["parent_ts"], diagnosis, job.header)
+        await worker.replier.update_parent(
+            threaded.channel, progress["parent_ts"], diagnosis, job.header, mention=job.user
+        )
     return posted

@@ -1,11 +1,13 @@
 """Every setting, read once from the environment into one frozen dataclass.
 
-This is the only module that reads ``os.environ``. A missing or malformed setting raises
-``SettingsError`` naming it, so start-up stops with one clear line instead of a traceback.
+This is the only module that reads ``os.environ``. Every missing or malformed setting is named
+in one ``SettingsError``, so start-up stops with one clear message instead of a traceback, and an
+operator fixes them all in one pass.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -22,7 +24,25 @@ SECRET_FIELDS = frozenset(
 
 
 class SettingsError(Exception):
-    """A setting is missing or malformed; the message names it."""
+    """Settings are missing or malformed; the message names each of them."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems or (message,)
+
+
+# While settings are read, problems are collected here instead of raised one at a time.
+_problems: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "settings_problems", default=None
+)
+
+
+def _problem(message: str, default: T) -> T:
+    collected = _problems.get()
+    if collected is None:
+        raise SettingsError(message)
+    collected.append(message)
+    return default
 
 
 @dataclass(frozen=True)
@@ -73,13 +93,13 @@ def _parse(env: Mapping[str, str], name: str, convert: Callable[[str], T], defau
     try:
         return convert(raw)
     except (ValueError, TypeError) as exc:
-        raise SettingsError(f"{name} is malformed: {exc}") from None
+        return _problem(f"{name} is malformed: {exc}", default)
 
 
 def _required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
-        raise SettingsError(f"{name} is missing: set it in the environment")
+        return _problem(f"{name} is missing: set it in the environment", "")
     return value
 
 
@@ -122,14 +142,29 @@ def _csv(raw: str) -> tuple[str, ...]:
 
 
 def _prefixed(prefix: str, name: str, value: str) -> str:
-    if not value.startswith(prefix):
-        raise SettingsError(f"{name} is malformed: expected a token starting with {prefix!r}")
+    if value and not value.startswith(prefix):
+        return _problem(f"{name} is malformed: expected a token starting with {prefix!r}", value)
     return value
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
-    """Read every setting from ``env`` (default: ``os.environ``); raise ``SettingsError``."""
-    env = os.environ if env is None else env
+    """Read every setting from ``env`` (default: ``os.environ``); one ``SettingsError`` names
+    every missing or malformed one."""
+    collected: list[str] = []
+    token = _problems.set(collected)
+    try:
+        settings = _read_settings(os.environ if env is None else env)
+    finally:
+        _problems.reset(token)
+    if len(collected) == 1:
+        raise SettingsError(collected[0])
+    if collected:
+        lines = "\n".join(f"  - {p}" for p in collected)
+        raise SettingsError(f"{len(collected)} settings need fixing:\n{lines}", tuple(collected))
+    return settings
+
+
+def _read_settings(env: Mapping[str, str]) -> Settings:
     app_token = env.get("SLACK_APP_TOKEN", "").strip() or None
     return Settings(
         slack_bot_token=_prefixed("xoxb-", "SLACK_BOT_TOKEN", _required(env, "SLACK_BOT_TOKEN")),

@@ -6,6 +6,7 @@ helper here clips to those limits so callers cannot build a message Slack would 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,21 @@ class RenderedMessage:
 def escape(text: str) -> str:
     """Escape Slack's control characters so log text cannot ping or link."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+USER_ID = re.compile(r"[UW][A-Z0-9]{2,20}")
+
+
+def escape_keeping_mention(text: str, user: str | None) -> str:
+    """Escape ``text`` but keep ``<@user>``: Denpex's own mention of the person who asked.
+
+    Only that user's mention survives; every other ``<...>`` in the text (a file name, a job
+    name from a webhook) stays inert.
+    """
+    escaped = escape(text)
+    if user and USER_ID.fullmatch(user):
+        escaped = escaped.replace(f"&lt;@{user}&gt;", f"<@{user}>")
+    return escaped
 
 
 def clip(text: str, limit: int, note: str = TRUNCATED) -> str:

@@ -20,6 +20,7 @@ from bot.slack.blocks import (
     button,
     clip,
     escape,
+    escape_keeping_mention,
 )
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
 from signatures.spec import Signature
@@ -293,16 +294,19 @@ def render_error(reason: str) -> RenderedMessage:
     )
 
 
-def render_parent(header: str) -> RenderedMessage:
-    """The parent message a thread hangs from (slash commands, webhooks)."""
-    text = escape(clip(header.strip() or "Denpex diagnosis", MAX_SECTION))
+def render_parent(header: str, *, mention: str | None = None) -> RenderedMessage:
+    """The parent message a thread hangs from (slash commands, webhooks); ``mention`` is the
+    requesting user, whose mention in the header stays a mention."""
+    text = escape_keeping_mention(clip(header.strip() or "Denpex diagnosis", MAX_SECTION), mention)
     return RenderedMessage(text=text, blocks=[bk.section(f":mag: {text}")])
 
 
-def render_headline(d: Diagnosis, header: str | None = None) -> RenderedMessage:
+def render_headline(
+    d: Diagnosis, header: str | None = None, *, mention: str | None = None
+) -> RenderedMessage:
     """A parent message updated with the diagnosis headline (chat.update; text stays < 4,000)."""
     head = _headline(d)
-    prefix = f"{escape(clip(header, 1000))} — " if header else ""
+    prefix = f"{escape_keeping_mention(clip(header, 1000), mention)} — " if header else ""
     text = clip(f"{prefix}{head}", 3900)
     return RenderedMessage(text=text, blocks=[bk.section(f":mag: {text}")])
 

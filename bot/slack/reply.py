@@ -91,7 +91,7 @@ class SlackReplier:
         """Post the message a new thread hangs from; ``ts`` is None if the bot cannot post."""
         if not job.channel:
             return PostedReply(None, None, None)
-        message = render_parent(job.header or "Denpex is looking at this failure")
+        message = render_parent(job.header or "Denpex is looking at this failure", mention=job.user)
         try:
             resp = await self.client.chat_postMessage(
                 channel=job.channel, text=message.text, blocks=message.blocks
@@ -141,9 +141,11 @@ class SlackReplier:
                 return str(message["ts"])
         return None
 
-    async def update_parent(self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None) -> None:
+    async def update_parent(
+        self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None, mention: str | None = None
+    ) -> None:
         """Put the headline on the parent message; a failure here only costs the headline."""
-        message = render_headline(diagnosis, header)
+        message = render_headline(diagnosis, header, mention=mention)
         try:
             await self.client.chat_update(channel=channel, ts=ts, text=message.text, blocks=message.blocks)
         except SlackApiError as exc:

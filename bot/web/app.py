@@ -20,6 +20,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
@@ -95,6 +96,14 @@ async def _tell_not_queued(client: AsyncWebClient, job: Job, exc: Exception) -> 
             await AsyncWebhookClient(job.response_url).send(text=text, response_type="ephemeral")
 
 
+class _QuietTokenNotice(logging.Filter):
+    """Drops Bolt's "token will be unused" notice: we pass a ready client on purpose, and Bolt
+    also reads SLACK_BOT_TOKEN from the environment, so it would greet every start with it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 def build_bolt(
     settings: Settings,
     client: AsyncWebClient,
@@ -106,13 +115,16 @@ def build_bolt(
     process_before_response: bool = False,
 ) -> AsyncApp:
     """The Bolt app with every listener Denpex has (the manifest is checked against these)."""
+    bolt_log = logging.getLogger("slack_bolt")
+    if not any(isinstance(f, _QuietTokenNotice) for f in bolt_log.filters):
+        bolt_log.addFilter(_QuietTokenNotice())
     bolt = AsyncApp(
         client=client,
         signing_secret=settings.slack_signing_secret or None,
         process_before_response=process_before_response,
         # Socket Mode carries no signature; HTTP requests are always verified.
         request_verification_enabled=not settings.socket_mode,
-        logger=logging.getLogger("slack_bolt"),
+        logger=bolt_log,
     )
 
     @bolt.middleware
