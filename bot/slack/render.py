@@ -23,6 +23,7 @@ from bot.slack.blocks import (
     escape_keeping_mention,
 )
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
+from signatures.display import human_time
 from signatures.spec import Signature
 
 CONTEXT_BEFORE = 3
@@ -45,7 +46,7 @@ def where(ev: Evidence) -> str:
     if ev.host:
         parts.append(f"host {escape(ev.host)}")
     if ev.time:
-        parts.append(escape(ev.time))
+        parts.append(escape(human_time(ev.time) or ev.time))
     return " · ".join(parts)
 
 

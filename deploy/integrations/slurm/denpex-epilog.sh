@@ -8,8 +8,9 @@
 # instead: it then runs on every node of the job, and reports from the batch host only.
 #
 # Needs the `denpex` command, installed from a wheel built from the Denpex repository
-# (`pip wheel --no-deps -w dist .` there, then `pip install dist/denpex_bot-*.whl` here; never
-# `pip install denpex`, an unrelated project on the package index), and a root-only secret file:
+# (`pip wheel --no-deps -w dist .` there, then `pip install dist/denpex_bot-*.whl` here).
+# Never `pip install denpex`: that name on the package index is an unrelated project.
+# It also needs a root-only secret file:
 #   install -m 0400 /dev/stdin /etc/denpex/webhook-secret <<< "$DENPEX_WEBHOOK_SECRET"
 # Settings, in /etc/default/denpex-epilog (sourced if present) or the environment:
 #   DENPEX_URL          the Denpex server, e.g. https://denpex.example.com
