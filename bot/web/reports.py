@@ -7,6 +7,7 @@ too, carries the report headers (no script, no referrer, no caching).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -89,7 +90,8 @@ def report_handler(links: ReportLinks, store: Store, *, retention_days: int) -> 
             origin=origin(stored),
             expires_at=datetime.fromtimestamp(int(expires), UTC),
         )
-        return page(200, render_report(diagnosis, info))
+        # Off the event loop: a page takes tens of milliseconds, and Slack events must not wait.
+        return page(200, await asyncio.to_thread(render_report, diagnosis, info))
 
     return report
 
