@@ -43,6 +43,9 @@ def test_a_link_opens_until_it_expires() -> None:
         lambda i, e, s: (i, e, None),
         lambda i, e, s: (i, "-1", s),
         lambda i, e, s: ("../etc", e, s),
+        lambda i, e, s: (i, "²", s),  # a digit to str.isdigit(), not to int()
+        lambda i, e, s: (i, "9" * 5000, s),  # past int()'s digit limit
+        lambda i, e, s: (i, e, "é" * 64),  # compare_digest() refuses non-ASCII text
     ],
 )
 def test_a_changed_link_is_refused(

@@ -21,6 +21,9 @@ REPORTS_PATH = "reports"  # under the public URL; bot/web/reports.py serves /rep
 DEFAULT_LIFETIME_S = 7 * 24 * 3600
 # What a diagnosis id may look like in a URL (diagnoses are stored under their job's uuid4 hex id).
 ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# Checked before use: int() of other digits ('²') and compare_digest() of non-ASCII text raise.
+EXPIRES_RE = re.compile(r"[0-9]{1,12}")
+SIG_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class LinkError(Exception):
@@ -66,8 +69,13 @@ class ReportLinks:
         self, diagnosis_id: str, expires: str | None, sig: str | None, *, now: float | None = None
     ) -> None:
         """Return if the link is genuine and alive; raise ``LinkForged`` or ``LinkExpired``."""
-        if not expires or not sig or not expires.isdigit() or not ID_RE.fullmatch(diagnosis_id):
+        if not (
+            ID_RE.fullmatch(diagnosis_id)
+            and EXPIRES_RE.fullmatch(expires or "")
+            and SIG_RE.fullmatch(sig or "")
+        ):
             raise LinkForged("the link lacks a well-formed id, expiry or signature")
+        assert expires is not None and sig is not None  # matched above
         # Compare first, so an attacker learns nothing from the expiry of a forged link.
         if not hmac.compare_digest(self.signature(diagnosis_id, int(expires)), sig):
             raise LinkForged("the signature does not match")

@@ -22,7 +22,6 @@ from markupsafe import Markup, escape
 from bot.pages.drawing import delta_text, short_time
 from bot.pages.view import ReportInfo, build_view, ranges
 from signatures.diagnosis import Diagnosis
-from signatures.redact import redact
 
 TEMPLATES = "templates"
 _TICKS = re.compile(r"`([^`\n]+)`")
@@ -74,7 +73,6 @@ def environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["px"] = _px
-    env.filters["redact"] = redact
     env.filters["ranges"] = ranges
     env.filters["short_time"] = short_time
     env.filters["delta"] = delta_text

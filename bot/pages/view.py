@@ -10,7 +10,7 @@ command, not a secret. Escaping is the template's job (autoescape).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from bot.pages.drawing import Drawing, delta_text, draw, short_time
@@ -103,7 +103,7 @@ class ReportView:
     files: tuple[str, ...]
     read: str
     info: ReportInfo
-    title: str = field(default="")
+    title: str
 
 
 def build_view(d: Diagnosis, info: ReportInfo) -> ReportView:
