@@ -74,13 +74,35 @@ def test_columns_follow_time_when_every_report_has_one() -> None:
     assert [delta_text(e.delta_s) for e in t.events] == ["-4s", "+0s", "+10m 00s"]
 
 
-def test_without_times_columns_follow_files_then_lines() -> None:
+def test_without_times_one_file_is_in_line_order() -> None:
     d = diag(
-        line("b.log", 5, "boom", rank=1),
-        [group("wd", "downstream", [0], line("a.log", 70, "[rank0]: wd"))],
-        files=["a.log", "b.log"],
+        line("r.log", 50, "[rank1]: boom", rank=1),
+        [
+            group("agent", "wrapper", [], line("r.log", 7, "agent: worker group restarting")),
+            group("wd", "downstream", [0], line("r.log", 90, "[rank0]: wd")),
+        ],
+        files=["r.log"],
     )
-    assert [(e.file, e.line) for e in build_timeline(d).events] == [("a.log", 70), ("b.log", 5)]
+    t = build_timeline(d)
+    assert t.order == "line" and [e.line for e in t.events] == [7, 50, 90]  # the log's own order
+
+
+def test_without_times_across_files_the_first_failure_leads() -> None:
+    # rank0.log comes first on the command line, but nothing orders its line against rank12's.
+    d = diag(
+        line("rank12.log", 2, "[rank12]: boom", rank=12),
+        [
+            group(
+                "wd", "downstream", [0], line("rank0.log", 3, "[rank0]:[E501 10:30:45.123456 1 a.cpp:1] wd")
+            ),
+            group("again", "initiating", [12], line("rank12.log", 9, "[rank12]: boom again")),
+        ],
+        files=["rank0.log", "rank12.log"],
+    )
+    t = build_timeline(d)
+    assert t.order == "files"
+    assert [(e.file, e.line) for e in t.events] == [("rank12.log", 2), ("rank0.log", 3), ("rank12.log", 9)]
+    assert draw(t).caption.startswith("Columns: the first failure, then")  # type: ignore[union-attr]
 
 
 def test_ranks_that_reported_nothing_are_rows_too() -> None:

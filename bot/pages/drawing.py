@@ -17,6 +17,12 @@ LEFT = 104  # row labels
 RIGHT = 16
 HEAD = 112  # column headings
 FOOT = 44  # times after the first failure, and the axis caption
+CAPTIONS = {
+    "time": "Columns in time order; times are after the first failure.",
+    "line": "Columns in log-line order; times, where a line has one, are after the first failure.",
+    "files": "Columns: the first failure, then each file's lines in order (these lines carry no times "
+    "to order them across files).",
+}
 CHAR_W = 6.7  # a generous average width of a bold 11px sans character: cut rather than overlap
 
 
@@ -107,8 +113,7 @@ def draw(t: Timeline) -> Drawing | None:
                 tooltip=_dot_tooltip(e, t.rows[m.row], m.exact),
             )
         )
-    order = "time order" if t.order == "time" else "log order (file, then line)"
-    caption = f"Columns in {order}; times are after the first failure."
+    caption = CAPTIONS[t.order]
     return Drawing(
         width=WIDTH,
         height=bottom + FOOT,

@@ -67,7 +67,7 @@ class Timeline:
     events: tuple[Event, ...]
     rows: tuple[Row, ...]
     markers: tuple[Marker, ...]
-    order: str  # "time" when every event has a comparable time, else "line"
+    order: str  # "time" (every event has a comparable time), "line" (one file), else "files"
 
     @property
     def silent_rows(self) -> tuple[Row, ...]:
@@ -85,12 +85,18 @@ def build_timeline(d: Diagnosis) -> Timeline:
     events = _events(d)
     if not events:
         return Timeline((), (), (), "line")
-    order = "time" if _comparable([e.time for e in events]) else "line"
     files = {redact(name): i for i, name in enumerate(d.files)}
-    if order == "time":
+    if _comparable([e.time for e in events]):
+        order = "time"
         events.sort(key=lambda e: (time_key(e.time), files.get(e.file, len(files)), e.line))
+    elif len({e.file for e in events}) == 1:
+        order = "line"
+        events.sort(key=lambda e: e.line)
     else:
-        events.sort(key=lambda e: (files.get(e.file, len(files)), e.line))
+        # Lines of different files without comparable times have no known order between them:
+        # the engine's verdict (the first failure) leads, then each file's lines in turn.
+        order = "files"
+        events.sort(key=lambda e: (not e.first_failure, files.get(e.file, len(files)), e.line))
     events = _with_deltas(events)
     rows = _rows(d, events)
     return Timeline(tuple(events), rows, _markers(events, rows), order)
