@@ -1,7 +1,7 @@
 """The shape of the code: imports run one way, with no circles, and no module grows past a reader.
 
 Floors, imports only downward: ``signatures`` <- ``handlers`` <- ``bot``. Inside ``bot`` the
-subpackages are floors too, top first: cli, web, kinds, slack, fetch, jobs, ops. Every import is
+subpackages are floors too, top first: cli, web, kinds, slack, pages, fetch, jobs, ops. Every import is
 counted, also those inside functions and under ``TYPE_CHECKING``: a lazy import is still a
 dependency a reader has to hold in mind.
 """
@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("signatures", "handlers", "bot")
-BOT_FLOORS = ("cli", "web", "kinds", "slack", "fetch", "jobs", "ops")  # top first
+BOT_FLOORS = ("cli", "web", "kinds", "slack", "pages", "fetch", "jobs", "ops")  # top first
 MAX_LINES = 400
 
 
@@ -125,10 +125,23 @@ def test_imports_only_run_downward() -> None:
         ("bot.cli.main", "bot.web.app", True),
         ("bot.kinds.diagnose", "bot.fetch.logs", True),
         ("bot.jobs.worker", "handlers.jobs", True),
+        ("bot.slack.render", "bot.pages.links", True),
+        ("bot.pages.report", "bot.slack.render", False),
+        ("bot.pages.report", "bot.web.app", False),
     ],
 )
 def test_floors_order_the_packages(src: str, dst: str, allowed: bool) -> None:
     assert (floor(dst) <= floor(src)) is allowed
+
+
+def test_the_report_pages_stand_on_the_engine_the_store_and_ops_only() -> None:
+    # Narrower than its floor: a page is rendered from stored data, never fetched or posted.
+    allowed = ("signatures", "bot.pages", "bot.jobs", "bot.ops")
+    reached = {
+        dst for src, targets in import_graph().items() if src.startswith("bot.pages") for dst in targets
+    }
+    assert reached, "bot/pages imports nothing of ours?"
+    assert sorted(d for d in reached if not d.startswith(allowed)) == []
 
 
 def test_bot_is_split_into_subpackages_by_concern() -> None:

@@ -6,11 +6,12 @@ import argparse
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot.cli.terminal import console_for_output, print_diagnosis
-from signatures import InputError, SignatureError, Source, diagnose
+from signatures import Diagnosis, InputError, SignatureError, Source, diagnose
 from signatures.library import Library
 
 
@@ -19,6 +20,12 @@ def add_commands(sub: Any) -> None:
     p = sub.add_parser("diagnose", help="diagnose training logs (files, .gz, .zip, or - for stdin)")
     p.add_argument("files", nargs="+", metavar="FILE", help="log files; '-' reads standard input")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="also write the full report: one self-contained page with the rank timeline",
+    )
     p.add_argument(
         "--context",
         type=non_negative_int,
@@ -77,6 +84,10 @@ def run_diagnose(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except SignatureError as exc:
         return fail(str(exc))
+    if args.html is not None:
+        failed = _write_html(diagnosis, args.html)
+        if failed is not None:
+            return failed
     if args.json:
         data = diagnosis.to_dict()
         if data["initiating"] is not None:
@@ -88,3 +99,19 @@ def run_diagnose(args: argparse.Namespace) -> int:
         return 0
     print_diagnosis(diagnosis, console_for_output(), context=args.context)
     return 0
+
+
+def _write_html(d: Diagnosis, path: Path) -> int | None:
+    """Write the report page; None when written, else the exit code (with the reason on stderr)."""
+    # Here, not at the top: the template engine loads only for the command that needs it.
+    from bot.pages.report import write_report
+    from bot.pages.view import ReportInfo
+
+    info = ReportInfo(generated_at=datetime.now(UTC), origin="denpex diagnose")
+    try:
+        size = write_report(d, path, info)
+    except OSError as exc:
+        return fail(f"cannot write {path}: {exc.strerror or exc}")
+    # stderr: standard output stays the diagnosis (JSON with --json) for whatever reads it.
+    print(f"denpex: wrote the report to {path} ({size / 1024:.0f} KiB)", file=sys.stderr)
+    return None

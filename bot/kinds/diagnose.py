@@ -12,6 +12,8 @@ from bot.jobs.outcomes import JobFailed, PostedReply
 from bot.jobs.store import fingerprint, recurrence_text
 from bot.jobs.worker import JobContext, Worker
 from bot.ops import metrics
+from bot.pages.links import ReportLinks
+from bot.slack.render import META_REPORT_URL
 from handlers.jobs import Job
 from signatures.diagnosis import Diagnosis
 
@@ -19,10 +21,22 @@ from signatures.diagnosis import Diagnosis
 class DiagnoseKind:
     """Handles ``diagnose`` jobs; ``run_engine`` is also how a thread's logs are diagnosed again."""
 
-    def __init__(self, limits: WorkerLimits, engine_pool: EnginePool, fetcher: LogFetcher) -> None:
+    def __init__(
+        self,
+        limits: WorkerLimits,
+        engine_pool: EnginePool,
+        fetcher: LogFetcher,
+        links: ReportLinks | None = None,
+    ) -> None:
         self.limits = limits
         self.engine_pool = engine_pool
         self.fetcher = fetcher
+        self.links = links  # None: no "Open full report" button
+
+    def report_meta(self, diagnosis_id: str) -> dict[str, str]:
+        """The job_meta entry that puts a fresh signed report link on a diagnosis message."""
+        url = self.links.url_for(diagnosis_id) if self.links else None
+        return {META_REPORT_URL: url} if url else {}
 
     async def handle(self, job: Job, ctx: JobContext) -> None:
         """Diagnose the job's logs (or read its attached report) and answer once."""
@@ -36,7 +50,7 @@ class DiagnoseKind:
             # Open the thread first so the user sees the job was taken while the logs download.
             diagnosis = await self.run_engine(await worker.open_thread(job))
         # The original job: the store files it under the channel it came from.
-        await answer(worker, job, diagnosis)
+        await answer(worker, job, diagnosis, report_meta=self.report_meta(job.id))
 
     async def run_engine(self, job: Job) -> Diagnosis:
         """Download the job's logs into a private folder and diagnose them in the engine pool."""
@@ -59,14 +73,16 @@ class DiagnoseKind:
         raise JobFailed(str(payload))
 
 
-async def answer(worker: Worker, job: Job, diagnosis: Diagnosis) -> PostedReply:
+async def answer(
+    worker: Worker, job: Job, diagnosis: Diagnosis, *, report_meta: dict[str, str] | None = None
+) -> PostedReply:
     """Store ``diagnosis``, post it in the job's thread, record that, and update the parent."""
     origin = job.channel
     threaded = await worker.open_thread(job)
     data = diagnosis.to_dict()
     metrics.diagnosis_made(diagnosis.signature.id if diagnosis.signature else None, data["status"])
     await worker.store.save(job.id, data, job=job, channel=origin, thread_ts=threaded.thread_ts)
-    meta = dict(job.meta)
+    meta = {**job.meta, **(report_meta or {})}  # stored first (above): the link opens at once
     fp = fingerprint(data)
     if fp:
         text = recurrence_text(await worker.store.recurrence(fp, origin))

@@ -40,11 +40,11 @@ def make_rediagnose(evidence: ThreadEvidence, diagnose: DiagnoseKind) -> Callabl
         await ctx.store.save(stored.id, new.to_dict(), job=job, channel=channel, thread_ts=thread)
         await evidence.record(channel, thread, job.logs)
         await evidence.mark_asked(channel, thread, new.missing_facts)
-        message = render_diagnosis(new, job_meta={"changed": changed})
+        message = render_diagnosis(new, job_meta={"changed": changed, **diagnose.report_meta(stored.id)})
         posted = await in_thread(ctx, job, message)
         if posted.ts:
             await ctx.store.set_reply(stored.id, posted.ts)
-        await _update_original(ctx, stored, new, channel, thread)
+        await _update_original(ctx, stored, new, channel, thread, diagnose.report_meta(stored.id))
         if isinstance(ctx.replier, ThreadReplier):
             await ctx.replier.finish_reaction(job, ok=True)
 
@@ -62,12 +62,17 @@ def _unique(refs: Sequence[LogRef]) -> list[LogRef]:
 
 
 async def _update_original(
-    ctx: JobContext, stored: StoredDiagnosis, new: Diagnosis, channel: str, thread: str
+    ctx: JobContext,
+    stored: StoredDiagnosis,
+    new: Diagnosis,
+    channel: str,
+    thread: str,
+    report_meta: dict[str, str],
 ) -> None:
     """Put the new headline on the first diagnosis message (and on Denpex's own parent)."""
     if stored.reply_ts:
         note = "Updated with more evidence from this thread; the newest reply below says what changed."
-        message = render_diagnosis(new, job_meta={"changed": note})
+        message = render_diagnosis(new, job_meta={"changed": note, **report_meta})
         try:
             await ctx.replier.client.chat_update(
                 channel=channel, ts=stored.reply_ts, text=message.text[:3900], blocks=message.blocks

@@ -16,6 +16,7 @@ from bot.jobs.worker import Handler, Worker
 from bot.kinds import followups, lookups
 from bot.kinds.diagnose import DiagnoseKind
 from bot.kinds.rediagnose import make_rediagnose
+from bot.pages.links import ReportLinks, links_from_settings
 from bot.slack.reply import make_client
 from bot.slack.thread import ThreadEvidence, ThreadReplier
 from handlers.jobs import KIND_DIAGNOSE
@@ -51,6 +52,7 @@ def make_worker(
     url_fetcher: Any = None,  # bot.fetch.remote.RemoteLogFetcher: fetch(url, dest) -> int
     evidence: ThreadEvidence | None = None,
     concurrency: int = 1,
+    report_links: ReportLinks | None = None,
     **loop: Any,  # name, retry_backoff_ms, poll_block_ms, shutdown_grace_s
 ) -> Worker:
     """A worker on ``queue`` that handles every job kind, posting through ``replier``."""
@@ -63,7 +65,7 @@ def make_worker(
         queue,
         store,
         replier,
-        handlers=handlers(DiagnoseKind(limits, pool, fetcher), evidence),
+        handlers=handlers(DiagnoseKind(limits, pool, fetcher, report_links), evidence),
         engine_pool=pool,
         concurrency=concurrency,
         **loop,
@@ -100,4 +102,5 @@ def build_worker(
         evidence=evidence,
         concurrency=settings.workers,
         name=name,
+        report_links=links_from_settings(settings),
     )

@@ -19,8 +19,16 @@ T = TypeVar("T")
 NONE: tuple[str, ...] = ()
 
 SECRET_FIELDS = frozenset(
-    {"slack_bot_token", "slack_signing_secret", "slack_app_token", "webhook_secret", "redis_url"}
+    {
+        "slack_bot_token",
+        "slack_signing_secret",
+        "slack_app_token",
+        "webhook_secret",
+        "redis_url",
+        "report_secret",
+    }
 )
+MIN_REPORT_SECRET = 32  # characters; a short HMAC key would make report links guessable
 
 
 class SettingsError(Exception):
@@ -66,6 +74,9 @@ class Settings:
     webhook_max_bytes: int = 32 * 1024 * 1024  # largest webhook body (an inline log)
     retention_days: int = 30
     workers: int = 1
+    public_url: str | None = None  # where people reach `denpex serve`; report links start here
+    report_secret: str | None = field(default=None, repr=False)  # signs report links
+    report_link_days: int = 7  # how long a report link opens its page
 
     @property
     def socket_mode(self) -> bool:
@@ -166,6 +177,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 def _read_settings(env: Mapping[str, str]) -> Settings:
     app_token = env.get("SLACK_APP_TOKEN", "").strip() or None
+    public_url = _parse(env, "DENPEX_PUBLIC_URL", _http_url, None)
     return Settings(
         slack_bot_token=_prefixed("xoxb-", "SLACK_BOT_TOKEN", _required(env, "SLACK_BOT_TOKEN")),
         # Socket Mode needs no signing secret (Slack signs nothing on the socket).
@@ -191,7 +203,27 @@ def _read_settings(env: Mapping[str, str]) -> Settings:
         webhook_max_bytes=_parse(env, "DENPEX_WEBHOOK_MAX_BYTES", _positive_int, 32 * 1024 * 1024),
         retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
         workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
+        public_url=public_url,
+        report_secret=_report_secret(env.get("DENPEX_REPORT_SECRET", "").strip(), public_url),
+        report_link_days=_parse(env, "DENPEX_REPORT_LINK_DAYS", _positive_int, 7),
     )
+
+
+def _report_secret(value: str, public_url: str | None) -> str | None:
+    # Links in Slack without a key to check them would all answer 403: refuse to start instead.
+    if not value:
+        if public_url:
+            raise SettingsError(
+                "DENPEX_REPORT_SECRET is missing: DENPEX_PUBLIC_URL is set, and report links are signed "
+                "with it"
+            )
+        return None
+    if len(value) < MIN_REPORT_SECRET:
+        raise SettingsError(
+            f"DENPEX_REPORT_SECRET is malformed: use at least {MIN_REPORT_SECRET} characters "
+            "(openssl rand -hex 32)"
+        )
+    return value
 
 
 def load_redis_url(env: Mapping[str, str] | None = None) -> str | None:

@@ -36,6 +36,10 @@ ACTION_WRONG = "denpex_feedback_wrong"
 ACTION_EXPLAIN = "denpex_explain"
 ACTION_ASK = "denpex_ask"
 ACTIONS = (ACTION_EVIDENCE, ACTION_CORRECT, ACTION_WRONG, ACTION_EXPLAIN, ACTION_ASK)
+# A link button: Slack opens the URL and still sends the click, which bot/web/reports.py acknowledges.
+ACTION_REPORT = "denpex_open_report"
+# The job_meta key of the signed link to the diagnosis' full report; only bot/kinds sets it.
+META_REPORT_URL = "report_url"
 
 
 def where(ev: Evidence) -> str:
@@ -102,10 +106,11 @@ def _value(d: Diagnosis) -> str:
     return d.signature.id if d.signature else d.status.value
 
 
-def action_buttons(d: Diagnosis) -> dict[str, Any]:
-    """The buttons under every diagnosis."""
+def action_buttons(d: Diagnosis, report_url: str | None = None) -> dict[str, Any]:
+    """The buttons under every diagnosis; "Open full report" first when there is a link."""
     value = _value(d)
-    elements = [
+    elements = [{**button("Open full report", ACTION_REPORT, value), "url": report_url}] if report_url else []
+    elements += [
         button("Show evidence", ACTION_EVIDENCE, value),
         button("Correct", ACTION_CORRECT, value, "primary"),
         button("Wrong diagnosis", ACTION_WRONG, value, "danger"),
@@ -230,7 +235,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     if footer:
         optional.append(bk.context(" · ".join(footer)))
 
-    actions = action_buttons(d)
+    actions = action_buttons(d, meta.get(META_REPORT_URL))
     blocks = bk.fit(blocks, optional, actions)
     return RenderedMessage(
         text=fallback_text(d),

@@ -1,1 +1,1 @@
-"""The web process: the Bolt app on aiohttp, the webhook route, health and metrics endpoints."""
+"""The web process: the Bolt app on aiohttp, the webhook and report routes, health and metrics endpoints."""
