@@ -15,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("signatures", "handlers", "bot")
-BOT_FLOORS = ("cli", "web", "kinds", "slack", "pages", "fetch", "jobs", "ops")  # top first
+BOT_FLOORS = ("cli", "web", "kinds", "model", "slack", "pages", "fetch", "jobs", "ops")  # top first
 MAX_LINES = 400
 
 

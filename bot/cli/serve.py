@@ -97,9 +97,15 @@ def banner(settings: Settings, *, workers_here: bool) -> str:
     )
     workers = f"{settings.workers} worker(s) in this process" if workers_here else "no workers here"
     count = len(default_library().signatures)
+    model = (
+        f"free-form follow-ups go to model {settings.llm_model} at {settings.llm_url} "
+        "(redacted evidence only)"
+        if settings.model_enabled
+        else "no model (follow-ups answered from the library only)"
+    )
     return (
         f"Denpex {version()} listening on {where} ({slack}, webhooks at {WEBHOOK_PATH}, "
-        f"health at {HEALTH_PATH}); {redis}; {workers}; {count} signatures"
+        f"health at {HEALTH_PATH}); {redis}; {workers}; {count} signatures; {model}"
     )
 
 

@@ -10,11 +10,19 @@ from slack_sdk.errors import SlackApiError
 
 from bot.jobs.outcomes import JobFailed
 from bot.jobs.store import Store, StoredDiagnosis
-from bot.jobs.worker import JobContext
+from bot.jobs.worker import Handler, JobContext
 from bot.kinds.posting import answer_where_asked, in_thread, privately, stored_of_thread
+from bot.model.answerer import ModelAnswerer
 from bot.slack import answers as followup
 from bot.slack.intents import menu
-from bot.slack.render import escape, render_choices, render_evidence, render_signature, render_text
+from bot.slack.render import (
+    escape,
+    render_choices,
+    render_evidence,
+    render_model_answer,
+    render_signature,
+    render_text,
+)
 from bot.slack.thread import label
 from handlers.jobs import Job
 from signatures import Library, default_library
@@ -31,21 +39,39 @@ def library() -> Library:
     return default_library()
 
 
-async def handle_followup(job: Job, ctx: JobContext) -> None:
-    """Answer a question in a diagnosis thread from the stored diagnosis and its signature."""
-    stored = await stored_of_thread(ctx, job)
-    d = Diagnosis.from_dict(stored.diagnosis)
-    sig = library().by_id.get(stored.signature_id or "")
-    rec = await _recurrence(ctx.store, stored)
-    ans = followup.answer(job.text or "", d, sig, recurrence=rec)
-    if ans.intent is None:
-        message = render_choices(
-            "I can't map that question to what I know about this failure. I can answer:",
-            menu(),
-        )
-    else:
-        message = render_text(ans.text, escaped=True)
-    await in_thread(ctx, job, message)
+# Questions the model may take when one is configured: none of the intents, or "explain".
+MODEL_INTENTS = (None, "meaning")
+
+
+def make_followup(model: ModelAnswerer | None = None) -> Handler:
+    """The handler for questions in a diagnosis thread; ``model`` answers what no intent takes."""
+
+    async def handle_followup(job: Job, ctx: JobContext) -> None:
+        """Answer from the stored diagnosis and its signature; the model only as a fallback."""
+        stored = await stored_of_thread(ctx, job)
+        d = Diagnosis.from_dict(stored.diagnosis)
+        sig = library().by_id.get(stored.signature_id or "")
+        rec = await _recurrence(ctx.store, stored)
+        ans = followup.answer(job.text or "", d, sig, recurrence=rec)
+        modelled = None
+        if model is not None and ans.intent in MODEL_INTENTS:
+            modelled = await model.answer(d, job.text or "", job.channel)
+        if modelled is not None:
+            known = ans.text if ans.intent is not None else ""
+            message = render_model_answer(modelled.text, modelled.model, modelled.shared, known=known)
+        elif ans.intent is None:
+            message = render_choices(
+                "I can't map that question to what I know about this failure. I can answer:",
+                menu(),
+            )
+        else:
+            message = render_text(ans.text, escaped=True)
+        await in_thread(ctx, job, message)
+
+    return handle_followup
+
+
+handle_followup = make_followup()
 
 
 async def _recurrence(store: Store, stored: StoredDiagnosis) -> followup.Recurrence | None:

@@ -16,17 +16,22 @@ from bot.jobs.worker import Handler, Worker
 from bot.kinds import followups, lookups
 from bot.kinds.diagnose import DiagnoseKind
 from bot.kinds.rediagnose import make_rediagnose
+from bot.model.allowance import ModelAllowance
+from bot.model.answerer import ModelAnswerer
+from bot.model.client import ModelClient
 from bot.pages.links import ReportLinks, links_from_settings
 from bot.slack.reply import make_client
 from bot.slack.thread import ThreadEvidence, ThreadReplier
 from handlers.jobs import KIND_DIAGNOSE
 
 
-def handlers(diagnose: DiagnoseKind, evidence: ThreadEvidence | None) -> dict[str, Handler]:
-    """Job kind -> its handler. Without thread evidence only ``diagnose`` and the look-ups."""
+def handlers(
+    diagnose: DiagnoseKind, evidence: ThreadEvidence | None, model: ModelAnswerer | None = None
+) -> dict[str, Handler]:
+    """Job kind -> its handler. Without thread evidence, no re-diagnosis of a thread."""
     table: dict[str, Handler] = {
         KIND_DIAGNOSE: diagnose.handle,
-        "followup": followups.handle_followup,
+        "followup": followups.make_followup(model),
         "evidence": followups.handle_evidence,
         "explain": followups.handle_explain,
         "feedback": followups.handle_feedback,
@@ -51,6 +56,7 @@ def make_worker(
     kill_grace_s: float = 10.0,
     url_fetcher: Any = None,  # bot.fetch.remote.RemoteLogFetcher: fetch(url, dest) -> int
     evidence: ThreadEvidence | None = None,
+    model: ModelAnswerer | None = None,
     concurrency: int = 1,
     report_links: ReportLinks | None = None,
     **loop: Any,  # name, retry_backoff_ms, poll_block_ms, shutdown_grace_s
@@ -65,12 +71,14 @@ def make_worker(
         queue,
         store,
         replier,
-        handlers=handlers(DiagnoseKind(limits, pool, fetcher, report_links), evidence),
+        handlers=handlers(DiagnoseKind(limits, pool, fetcher, report_links), evidence, model),
         engine_pool=pool,
         concurrency=concurrency,
         **loop,
     )
     worker.on_close(fetcher.close)
+    if model is not None:
+        worker.on_close(model.close)
     return worker
 
 
@@ -100,7 +108,19 @@ def build_worker(
         limits=WorkerLimits(max_log_bytes=settings.max_log_bytes, job_timeout_s=settings.job_timeout_s),
         url_fetcher=fetcher_from_settings(settings),
         evidence=evidence,
+        model=model_from_settings(settings, redis, keys),
         concurrency=settings.workers,
         name=name,
         report_links=links_from_settings(settings),
     )
+
+
+def model_from_settings(settings: Any, redis: Any, keys: Keys) -> ModelAnswerer | None:
+    """The configured model answerer, or None when no model is set (the default)."""
+    if not settings.model_enabled:
+        return None
+    client = ModelClient(
+        settings.llm_url, settings.llm_model, api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s
+    )
+    allowance = ModelAllowance(redis, keys.prefix, settings.llm_daily_per_channel)
+    return ModelAnswerer(client, allowance, max_lines=settings.llm_max_lines)

@@ -26,6 +26,7 @@ SECRET_FIELDS = frozenset(
         "webhook_secret",
         "redis_url",
         "report_secret",
+        "llm_api_key",
     }
 )
 MIN_REPORT_SECRET = 32  # characters; a short HMAC key would make report links guessable
@@ -77,6 +78,18 @@ class Settings:
     public_url: str | None = None  # where people reach `denpex serve`; report links start here
     report_secret: str | None = field(default=None, repr=False)  # signs report links
     report_link_days: int = 7  # how long a report link opens its page
+    # The optional model for free-form follow-ups (off unless both are set).
+    llm_url: str | None = None  # an OpenAI-compatible base URL, e.g. http://vllm:8000/v1
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout_s: float = 20.0
+    llm_max_lines: int = 40  # log lines the model may see per question
+    llm_daily_per_channel: int = 50  # model answers per channel per UTC day; 0: no limit
+
+    @property
+    def model_enabled(self) -> bool:
+        """Whether free-form follow-ups go to a model (both the URL and the model name set)."""
+        return bool(self.llm_url and self.llm_model)
 
     @property
     def socket_mode(self) -> bool:
@@ -118,6 +131,13 @@ def _positive_int(raw: str) -> int:
     value = int(raw)
     if value <= 0:
         raise ValueError(f"expected a positive integer, got {raw!r}")
+    return value
+
+
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"expected 0 or a positive integer, got {raw!r}")
     return value
 
 
@@ -206,6 +226,12 @@ def _read_settings(env: Mapping[str, str]) -> Settings:
         public_url=public_url,
         report_secret=_report_secret(env.get("DENPEX_REPORT_SECRET", "").strip(), public_url),
         report_link_days=_parse(env, "DENPEX_REPORT_LINK_DAYS", _positive_int, 7),
+        llm_url=_parse(env, "DENPEX_LLM_URL", _http_url, None),
+        llm_model=env.get("DENPEX_LLM_MODEL", "").strip() or None,
+        llm_api_key=env.get("DENPEX_LLM_API_KEY", "").strip() or None,
+        llm_timeout_s=_parse(env, "DENPEX_LLM_TIMEOUT_S", _positive_float, 20.0),
+        llm_max_lines=_parse(env, "DENPEX_LLM_MAX_LINES", _positive_int, 40),
+        llm_daily_per_channel=_parse(env, "DENPEX_LLM_DAILY_PER_CHANNEL", _non_negative_int, 50),
     )
 
 

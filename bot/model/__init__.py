@@ -1,0 +1,1 @@
+"""The optional language model for free-form follow-ups: the evidence pack, the client, citations."""
