@@ -9,14 +9,15 @@ answered 202 with ``duplicate: true`` and is neither diagnosed nor posted again.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
-import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -24,8 +25,11 @@ from urllib.parse import urlparse
 from aiohttp import web
 
 from handlers.jobs import Job, LogRef
+from handlers.rate_limit import LimiterUnavailable, TokenBucket
 from signatures.diagnosis import Diagnosis
 from signatures.redact import redact
+
+__all__ = ["LimiterUnavailable", "TokenBucket", "WebhookConfig", "register", "sign"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,8 @@ MAX_SKEW_S = 300
 JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}")
 SHORT_FIELDS = ("job_name", "cluster", "user", "status", "channel", "started_at", "ended_at")
 SHORT_MAX = 200
+# What a sender is told to wait when Redis (the rate limiter, the queue) cannot be reached.
+REDIS_RETRY_AFTER_S = 5
 
 
 class Enqueuer(Protocol):
@@ -45,7 +51,9 @@ class Enqueuer(Protocol):
 
 
 class Limiter(Protocol):
-    async def allow(self, sender: str) -> bool: ...
+    async def allow(self, sender: str) -> bool:
+        """True to let ``sender`` in; raises ``LimiterUnavailable`` when it cannot tell."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,10 @@ class WebhookConfig:
     # Told each answer's status (for metrics); must not raise.
     on_answer: Callable[[int], None] | None = None
     clock: Callable[[], float] = field(default=time.time)
+    # Requests of this endpoint talking to Redis at once; the rest wait their turn (up to
+    # ``redis_wait_s``, then 503), so a burst of reports cannot empty the shared connection pool.
+    redis_concurrency: int = 16
+    redis_wait_s: float = 10.0
 
 
 class BadRequest(Exception):
@@ -89,6 +101,17 @@ def register(app: web.Application, *, queue: Enqueuer, config: WebhookConfig, li
 
 
 def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callable[[web.Request], Any]:
+    redis_slots = asyncio.Semaphore(config.redis_concurrency)
+
+    @contextlib.asynccontextmanager
+    async def redis_turn() -> AsyncIterator[None]:
+        async with asyncio.timeout(config.redis_wait_s):
+            await redis_slots.acquire()
+        try:
+            yield
+        finally:
+            redis_slots.release()
+
     async def job_failure(request: web.Request) -> web.Response:
         response = await answer(request)
         if config.on_answer is not None:
@@ -110,7 +133,15 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
             log.info("webhook refused: %s", refusal)
             return _error(401, refusal)
         sender = f"{key_id}@{request.remote or 'unknown'}"
-        if not await limiter.allow(sender):
+        try:
+            async with redis_turn():
+                allowed = await limiter.allow(sender)
+        except (LimiterUnavailable, TimeoutError) as exc:
+            log.warning("webhook rate limit not checked: %s", _why(exc))
+            return _error(
+                503, "the server is busy or Redis is away; retry later", retry_after=REDIS_RETRY_AFTER_S
+            )
+        if not allowed:
             wait = getattr(limiter, "retry_after_s", 1)
             return _error(429, "too many reports from this sender; slow down", retry_after=wait)
         try:
@@ -118,10 +149,11 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
         except BadRequest as exc:
             return _error(400, str(exc))
         try:
-            fresh = await queue.enqueue(job)
-        except Exception as exc:  # a full queue or Redis away: the sender should retry later
-            log.warning("webhook job %s not queued: %s", job_id, exc, extra={"job_id": job.id})
-            return _error(503, "the report could not be queued; retry later", retry_after=5)
+            async with redis_turn():
+                fresh = await queue.enqueue(job)
+        except Exception as exc:  # a full queue, Redis away, or no turn in time: retry later
+            log.warning("webhook job %s not queued: %s", job_id, _why(exc), extra={"job_id": job.id})
+            return _error(503, "the report could not be queued; retry later", retry_after=REDIS_RETRY_AFTER_S)
         state = "enqueued" if fresh else "duplicate"
         log.info("webhook job %s %s", job_id, state, extra={"job_id": job.id})
         return web.json_response({"job": job_id, "duplicate": not fresh}, status=202)
@@ -286,59 +318,10 @@ def _header(
     return " ".join(parts)
 
 
+def _why(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__  # a TimeoutError has no message
+
+
 def _error(status: int, reason: str, *, retry_after: int | None = None) -> web.Response:
     headers = {"Retry-After": str(retry_after)} if retry_after else None
     return web.json_response({"error": reason}, status=status, headers=headers)
-
-
-class TokenBucket:
-    """A token bucket per sender, kept in Redis so every web process shares it.
-
-    Works on a real Redis and on fakeredis (no Lua needed): an optimistic WATCH/MULTI update.
-    """
-
-    def __init__(
-        self,
-        redis: Any,
-        *,
-        rate: float,
-        burst: float,
-        prefix: str,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.redis = redis
-        self.rate = rate
-        self.burst = burst
-        self.prefix = prefix
-        self.clock = clock
-        # After this long unused, a bucket is full again; the key can go.
-        self.ttl_s = max(1, math.ceil(burst / rate) + 1)
-        # Seconds until an empty bucket holds a token again (the 429's Retry-After).
-        self.retry_after_s = max(1, math.ceil(1 / rate))
-
-    async def allow(self, sender: str) -> bool:
-        """Take one token for ``sender``; False when the bucket is empty."""
-        from redis.exceptions import WatchError
-
-        key = f"{self.prefix}:{hashlib.sha256(sender.encode()).hexdigest()[:32]}"
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for _ in range(20):
-                try:
-                    await pipe.watch(key)
-                    tokens_s, stamp_s = await pipe.hmget(key, "tokens", "ts")
-                    now = self.clock()
-                    tokens = self.burst if tokens_s is None else float(tokens_s)
-                    stamp = now if stamp_s is None else float(stamp_s)
-                    tokens = min(self.burst, tokens + max(0.0, now - stamp) * self.rate)
-                    allowed = tokens >= 1.0
-                    if allowed:
-                        tokens -= 1.0
-                    pipe.multi()
-                    pipe.hset(key, mapping={"tokens": repr(tokens), "ts": repr(now)})
-                    pipe.expire(key, self.ttl_s)
-                    await pipe.execute()
-                    return allowed
-                except WatchError:
-                    continue
-        # Constant contention on one key is itself a flood.
-        return False

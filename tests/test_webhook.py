@@ -13,6 +13,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 from aiohttp import web
 
 from bot.keys import Keys
@@ -343,3 +344,32 @@ async def test_queue_outage_answers_503_so_the_sender_retries(fake_redis: Any, k
             assert "retry later" in (await resp.json())["error"]
     finally:
         await runner.cleanup()
+
+
+async def test_rate_limit_store_outage_answers_503_so_the_sender_retries(
+    fake_redis: Any, key_prefix: str, unused_tcp_port: int
+) -> None:
+    """The limiter's Redis refuses connections: 503 with Retry-After, not 500 (and not 429)."""
+    gone = aioredis.Redis(host="127.0.0.1", port=unused_tcp_port, socket_connect_timeout=1)
+    answers: list[int] = []
+    config = WebhookConfig(
+        secrets={"default": SECRET}, max_body_bytes=64 * 1024, route=route, on_answer=answers.append
+    )
+    queue = JobQueue(fake_redis, keys=Keys(key_prefix))
+    app = web.Application()
+    register(app, queue=queue, config=config, limiter=TokenBucket(gone, rate=1, burst=5, prefix="r"))
+    runner, url = await start(app)
+    raw = json.dumps(report()).encode()
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=signed(raw)) as resp,
+        ):
+            status, answer, retry_after = resp.status, await resp.json(), resp.headers.get("Retry-After")
+    finally:
+        await runner.cleanup()
+        await gone.aclose()
+    assert (status, retry_after) == (503, "5")
+    assert "retry" in answer["error"]
+    assert answers == [503]
+    assert await fake_redis.xlen(queue.keys.jobs) == 0
