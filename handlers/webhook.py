@@ -24,6 +24,7 @@ from urllib.parse import urlparse
 
 from aiohttp import web
 
+from handlers import bounded_json
 from handlers.jobs import Job, LogRef
 from handlers.rate_limit import LimiterUnavailable, TokenBucket
 from signatures.diagnosis import Diagnosis
@@ -42,6 +43,14 @@ MAX_SKEW_S = 300
 JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}")
 SHORT_FIELDS = ("job_name", "cluster", "user", "status", "channel", "started_at", "ended_at")
 SHORT_MAX = 200
+# Unix seconds have 10 digits until 2286; 12 allow any real clock and keep int() cheap.
+MAX_TIMESTAMP_DIGITS = 12
+# Up to 8 comma-separated "v1=<64 hex>" values while secrets rotate.
+MAX_SIGNATURE_CHARS = 8 * 68
+MAX_KEY_ID_CHARS = 64
+# A report is 2-3 levels deep (a diagnosis 4-5); integers are exit codes and line numbers.
+MAX_JSON_DEPTH = 32
+MAX_INT_DIGITS = 18
 # What a sender is told to wait when Redis (the rate limiter, the queue) cannot be reached.
 REDIS_RETRY_AFTER_S = 5
 
@@ -121,6 +130,11 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
     async def answer(request: web.Request) -> web.Response:
         if not config.secrets:
             return _error(503, "the webhook is disabled: DENPEX_WEBHOOK_SECRET is not set")
+        # Headers first: a malformed or stale request costs no body read and no parsing.
+        refusal = _check_headers(request, config)
+        if refusal:
+            log.info("webhook refused: %s", refusal)
+            return _error(401, refusal)
         declared = request.content_length
         if declared is not None and declared > config.max_body_bytes:
             return _error(413, f"body larger than {config.max_body_bytes} bytes")
@@ -128,14 +142,12 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
         if body is None:
             return _error(413, f"body larger than {config.max_body_bytes} bytes")
         key_id = request.headers.get(KEY_ID_HEADER, DEFAULT_KEY_ID)
-        refusal = _authenticate(request, body, config, key_id)
-        if refusal:
-            log.info("webhook refused: %s", refusal)
-            return _error(401, refusal)
-        sender = f"{key_id}@{request.remote or 'unknown'}"
+        if not _signed(request, body, config, key_id):
+            log.info("webhook refused: bad signature")
+            return _error(401, "bad signature")
         try:
             async with redis_turn():
-                allowed = await limiter.allow(sender)
+                allowed = await limiter.allow(f"{key_id}@{request.remote or 'unknown'}")
         except (LimiterUnavailable, TimeoutError) as exc:
             log.warning("webhook rate limit not checked: %s", _why(exc))
             return _error(
@@ -145,7 +157,8 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
             wait = getattr(limiter, "retry_after_s", 1)
             return _error(429, "too many reports from this sender; slow down", retry_after=wait)
         try:
-            job, job_id = _job_from_body(body, config)
+            # Parsing a body of up to 32 MiB takes a while: not on the event loop.
+            job, job_id = await asyncio.to_thread(_job_from_body, body, config)
         except BadRequest as exc:
             return _error(400, str(exc))
         try:
@@ -173,24 +186,33 @@ async def _read_body(request: web.Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _authenticate(request: web.Request, body: bytes, config: WebhookConfig, key_id: str) -> str | None:
-    secret = config.secrets.get(key_id)
+def _check_headers(request: web.Request, config: WebhookConfig) -> str | None:
+    """Why the authentication headers are refused (401), or None: shape and clock only."""
     timestamp = request.headers.get(TIMESTAMP_HEADER, "")
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not timestamp or not signature:
         return f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER}"
-    if not timestamp.isdigit():
-        return f"{TIMESTAMP_HEADER} must be Unix seconds"
+    # str.isdigit() accepts '²' and '١٢٣', and int() of a long string is slow: ASCII, bounded.
+    if not (len(timestamp) <= MAX_TIMESTAMP_DIGITS and timestamp.isascii() and timestamp.isdigit()):
+        return f"{TIMESTAMP_HEADER} must be Unix seconds: 1 to {MAX_TIMESTAMP_DIGITS} ASCII digits"
     if abs(config.clock() - int(timestamp)) > MAX_SKEW_S:
         return f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S // 60} minutes from the server's clock"
-    if secret is None or not signature_valid(secret, timestamp, body, signature):
-        return "bad signature"
+    if len(signature) > MAX_SIGNATURE_CHARS or not signature.isascii():
+        return f"{SIGNATURE_HEADER} is malformed: at most 8 comma-separated v1=<hex> values"
     return None
+
+
+def _signed(request: web.Request, body: bytes, config: WebhookConfig, key_id: str) -> bool:
+    secret = config.secrets.get(key_id) if len(key_id) <= MAX_KEY_ID_CHARS else None
+    timestamp = request.headers[TIMESTAMP_HEADER]
+    return secret is not None and signature_valid(secret, timestamp, body, request.headers[SIGNATURE_HEADER])
 
 
 def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     try:
-        data = json.loads(body)
+        data = bounded_json.loads(body, max_depth=MAX_JSON_DEPTH, max_int_digits=MAX_INT_DIGITS)
+    except bounded_json.JSONBoundsError as exc:
+        raise BadRequest(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"body is not valid JSON ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
