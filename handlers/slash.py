@@ -46,9 +46,15 @@ Ask follow-up questions in a diagnosis thread (mention me, or end with `?`)."""
 
 
 def parse(text: str) -> tuple[str, str]:
-    """Split the command text into (sub-command, the rest)."""
-    sub, _, rest = text.strip().partition(" ")
-    return sub.lower(), rest.strip()
+    """Split the command text into (sub-command, the rest) at the first run of any whitespace.
+
+    People paste a log on the line after ``/denpex diagnose``, so a newline or a tab separates
+    as a space does.
+    """
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        return "", ""
+    return words[0].lower(), words[1].strip() if len(words) > 1 else ""
 
 
 def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
@@ -73,7 +79,7 @@ def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
             await ack(WORKING)
             await _diagnose(enqueue, client, command, rest, common)
         elif sub in ("signatures", "signature", "list"):
-            if rest.split(" ", 1)[0].lower() == "stats":
+            if parse(rest)[0] == "stats":
                 await ack("Counting feedback…")
                 await enqueue(make_job(kind=KIND_STATS, **common))
                 return
@@ -88,7 +94,11 @@ def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
         elif sub == "history":
             count = DEFAULT_HISTORY
             if rest:
-                if not rest.isdigit() or not 0 < int(rest) <= MAX_HISTORY:
+                # str.isdigit() accepts '²', which int() refuses; a count has at most 2 digits.
+                if (
+                    not (len(rest) <= 2 and rest.isascii() and rest.isdigit())
+                    or not 0 < int(rest) <= MAX_HISTORY
+                ):
                     await ack(f"`/denpex history [N]` takes a number from 1 to {MAX_HISTORY}.")
                     return
                 count = int(rest)
