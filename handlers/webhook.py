@@ -157,7 +157,7 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
             wait = getattr(limiter, "retry_after_s", 1)
             return _error(429, "too many reports from this sender; slow down", retry_after=wait)
         try:
-            # Parsing a body of up to 32 MiB takes a while: not on the event loop.
+            # Parsing a body of up to 32 MiB and redacting its log take a while: not on the event loop.
             job, job_id = await asyncio.to_thread(_job_from_body, body, config)
         except BadRequest as exc:
             return _error(400, str(exc))
@@ -227,7 +227,7 @@ def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
         raise BadRequest("exit_code must be an integer")
     links = _links(data.get("links"))
-    logs = _logs(data, job_id, config)
+    logs = _logs(data, short["job_name"] or job_id, config)
     precomputed = _diagnosis(data.get("diagnosis"))
     if not logs and precomputed is None:
         raise BadRequest("one of log, log_url or diagnosis is required")
@@ -275,15 +275,18 @@ def _links(value: Any) -> dict[str, str]:
     return links
 
 
-def _logs(data: dict[str, Any], job_id: str, config: WebhookConfig) -> list[LogRef]:
+def _logs(data: dict[str, Any], label: str, config: WebhookConfig) -> list[LogRef]:
     logs: list[LogRef] = []
     text = data.get("log")
     if text is not None:
         if not isinstance(text, str):
             raise BadRequest("log must be a string (the log's text)")
         if text:
-            name = f"{data.get('job_name') or job_id}.log"
-            logs.append(LogRef(kind="inline", name=name, file_id=None, url=None, size=len(text), text=text))
+            text = redact(text)  # the queue (Redis) holds no secret
+            size = len(text.encode("utf-8", "surrogatepass"))
+            logs.append(
+                LogRef(kind="inline", name=f"{label}.log", file_id=None, url=None, size=size, text=text)
+            )
     url = data.get("log_url")
     if url is not None:
         if not isinstance(url, str) or not url:
@@ -293,7 +296,7 @@ def _logs(data: dict[str, Any], job_id: str, config: WebhookConfig) -> list[LogR
                 config.check_log_url(url)
             except ValueError as exc:
                 raise BadRequest(f"log_url: {exc}") from None
-        name = urlparse(url).path.rsplit("/", 1)[-1] or f"{job_id}.log"
+        name = urlparse(url).path.rsplit("/", 1)[-1] or f"{label}.log"
         logs.append(LogRef(kind="url", name=name, file_id=None, url=url, size=None, text=None))
     return logs
 
