@@ -18,6 +18,7 @@ what Python's ``re`` searches fast. Apart from private-key blocks, every rule st
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,10 +41,14 @@ Span = Callable[[str, re.Match[str]], "tuple[int, int] | None"]
 
 @dataclass(frozen=True)
 class _Rule:
-    gate: str  # RE2 (and re) syntax: matches wherever one of ``patterns`` can match
-    patterns: tuple[re.Pattern[str], ...]
+    gate: str  # RE2 (and re) syntax: matches wherever one of the patterns can match
+    sources: tuple[str, ...]  # the patterns, compiled when the rule first runs (most never do)
     span: Span  # the part of a match to mask, or None to leave the match as it is
     mask: str = MASK
+
+    @functools.cached_property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(source) for source in self.sources)
 
 
 def _variants(word: str) -> tuple[str, ...]:
@@ -101,9 +106,7 @@ def _named(word: str, after: str = "", gate_word: str | None = None) -> _Rule:
     return _Rule(
         rf"{gate_word}(?:\\?[\"'])?[ \t]*[:=]|-[A-Za-z0-9_-]*{gate_word}[ \t]+[^\s-]",
         tuple(
-            re.compile(
-                rf"{variant}{after}(?![A-Za-z0-9_-])(?:{_ASSIGN}|(?P<opt>[ \t]+)(?!-))(?!{_M}){_VALUE}"
-            )
+            rf"{variant}{after}(?![A-Za-z0-9_-])(?:{_ASSIGN}|(?P<opt>[ \t]+)(?!-))(?!{_M}){_VALUE}"
             for variant in _variants(word)
         ),
         _named_value_span,
@@ -119,7 +122,7 @@ def _token(literal: str, rest: str, gate_rest: str | None = None, *, width: int 
     width = len(literal.replace("\\", "")) if width is None else width
     return _Rule(
         literal + (rest if gate_rest is None else gate_rest),
-        (re.compile(rf"{literal}(?<![A-Za-z0-9_].{{{width}}}){rest}"),),
+        (rf"{literal}(?<![A-Za-z0-9_].{{{width}}}){rest}",),
         _whole,
     )
 
@@ -168,14 +171,14 @@ _RULES: tuple[_Rule, ...] = (
     # Credentials in URLs: scheme://user:password@host, scheme://:password@host.
     _Rule(
         r"://[^\s/@:]*:[^\s/?#]*@",
-        (re.compile(rf"://[^\s/@:]*:(?!{_M}@)(?P<pw>[^\s/?#]*)@"),),
+        (rf"://[^\s/@:]*:(?!{_M}@)(?P<pw>[^\s/?#]*)@",),
         _group("pw"),
     ),
     # Whole header values: Authorization (after its scheme), Cookie, Set-Cookie.
     _Rule(
         r"(?i:authorization|cookie)(?:\\?[\"'])?[ \t]*[:=]",
         tuple(
-            re.compile(
+            (
                 rf"{name}(?![A-Za-z0-9_-]){_ASSIGN}(?>(?:(?i:{_SCHEMES})[ \t]+)?)"
                 rf"(?!{_M})(?:\\?[\"'])?(?P<value>[^\s\"'\\][^\n\"'\\]*)"
             )
@@ -187,7 +190,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         r"(?i:bearer)[ \t]+[A-Za-z0-9._~+/=-]{8}",
         tuple(
-            re.compile(rf"{name}(?<![A-Za-z0-9_].{{6}})[ \t]+(?!{_M})(?P<value>[A-Za-z0-9._~+/=-]{{8,}})")
+            rf"{name}(?<![A-Za-z0-9_].{{6}})[ \t]+(?!{_M})(?P<value>[A-Za-z0-9._~+/=-]{{8,}})"
             for name in _variants("bearer")
         ),
         _group("value"),
@@ -206,7 +209,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         "mysql|mariadb|sshpass|redis-cli",
         tuple(
-            re.compile(
+            (
                 rf"{command}(?<![A-Za-z0-9_].{{{len(command)}}})[\w-]*(?=[ \t])[^\n]*?[ \t]{option}[ \t]?"
                 rf"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?!{_M})(?P<pw>[^\s\"'-][^\s\"']*))"
             )
@@ -233,18 +236,18 @@ _RULES: tuple[_Rule, ...] = (
     _token("xapp-", "[0-9]-[A-Za-z0-9-]{8,}"),
     _Rule(
         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]{8}",
-        (re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[A-Za-z0-9+/_-]{8,})"),),
+        (r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[A-Za-z0-9+/_-]{8,})",),
         _group("path"),
     ),
     _Rule(
         r"discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]{20}",
-        (re.compile(r"discord(?:app)?\.com/api/webhooks/[0-9]+/(?P<path>[A-Za-z0-9_-]{20,})"),),
+        (r"discord(?:app)?\.com/api/webhooks/[0-9]+/(?P<path>[A-Za-z0-9_-]{20,})",),
         _group("path"),
     ),
     # Telegram bot tokens: 5-16 digits, ':A', about 34 more (the digits are found back from ':A').
     _Rule(
         "[0-9]{5}:A[A-Za-z0-9_-]{30}",
-        (re.compile(r":A[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])"),),
+        (r":A[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])",),
         _telegram_span,
     ),
     _token("sk_", "(?:live|test|prod)_[A-Za-z0-9]{10,}"),  # Stripe secret and restricted keys
@@ -259,7 +262,7 @@ _RULES: tuple[_Rule, ...] = (
     _token("eyJ", r"[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWTs
     _Rule(
         r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2}",
-        (re.compile(r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9-])"),),
+        (r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9-])",),
         _email_span,
         EMAIL_MASK,
     ),
