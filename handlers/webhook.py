@@ -5,6 +5,11 @@ HMAC-SHA256 of ``v1:{timestamp}:{raw body}`` with the shared secret. Timestamps 
 minutes away are refused, so a captured request cannot be replayed later. The body is JSON; see
 docs/webhooks.md. The job's ``job_id`` is the idempotency key: a second report of the same id is
 answered 202 with ``duplicate: true`` and is neither diagnosed nor posted again.
+
+Hostile input is refused before work is spent on it: malformed authentication headers are 401
+before the body is read; a body nesting past 32 levels or holding an integer past 18 digits is
+400. When Redis (the rate limiter, the queue) fails or is busy, the answer is 503 with
+``Retry-After``, never 500. The inline log is redacted before it is queued.
 """
 
 from __future__ import annotations
