@@ -159,7 +159,8 @@ _PRIVATE_KEY_BLOCK = re.compile(
     r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:(?:(?!-----BEGIN)[\s\S]){0,16384}?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     # No END line: the rest of the BEGIN line, and the lines after it that look like key material.
-    r"|[^\n]*(?:\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\n]*)?[ \t]*(?=\n|$)){0,200})"
+    r"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\r\n]*)?"
+    r"[ \t]*(?=\r?\n|$)){0,200})"
 )
 # One line of base64 key material on its own: a PEM body line seen without its BEGIN line.
 _KEY_BODY_LINE = re.compile(

@@ -247,6 +247,13 @@ def test_a_begin_line_without_end_masks_the_key_lines_after_it_not_the_log() -> 
     assert out.endswith("step 11 loss 0.4 lr=1e-4\n")
 
 
+def test_a_begin_line_without_end_in_a_windows_log_masks_the_key_lines_too() -> None:
+    text = "-----BEGIN RSA PRIVATE KEY-----\r\n" + PEM_BODY.replace("\n", "\r\n") + "step 11 loss 0.4\r\n"
+    out = redact(text)
+    assert all(line not in out for line in PEM_BODY.splitlines())
+    assert out.endswith("\r\nstep 11 loss 0.4\r\n")
+
+
 def test_a_key_body_line_on_its_own_is_masked() -> None:
     """The engine redacts one evidence line at a time; a PEM body line there has no BEGIN line."""
     line = PEM_BODY.splitlines()[1]
