@@ -75,16 +75,16 @@ def _group(*names: str) -> Span:
     return span
 
 
-# A value after ``name=`` or ``name: ``: JSON-escaped, double- or single-quoted, an ADO-style
-# value up to its ';' (it may hold spaces), or bare up to a space, quote, comma, ';' or '&'.
+# A value after ``name=`` or ``name: ``: JSON-escaped, double- or single-quoted, or bare up to a
+# space, quote, comma, ';' or '&'. Every scan stops at a character that starts the next value, so
+# a line of a million names costs a million short scans, not a million long ones.
 _VALUE = (
     r"(?:\\\"(?P<esc>(?:[^\"\\\n]|\\[^\"\n])*)\\\""
     r"|\"(?P<dq>[^\"\n]*)\""
     r"|'(?P<sq>[^'\n]*)'"
-    r"|(?P<ado>[^\s;\"'=,&][^;\n\"'=,&]*)(?=;)"
     r"|(?:\\?[\"'])?(?P<bare>[^\s\"'`,;&\\]+))"
 )
-_value_span = _group("esc", "dq", "sq", "ado", "bare")
+_value_span = _group("esc", "dq", "sq", "bare")
 _ASSIGN = r"(?:\\?[\"'])?[ \t]*(?:=>|:=|[:=])(?!=)[ \t]*"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -137,7 +137,7 @@ def _email_span(text: str, match: re.Match[str]) -> tuple[int, int] | None:
 
 def _telegram_span(text: str, match: re.Match[str]) -> tuple[int, int] | None:
     start = match.start()
-    while start > 0 and "0" <= text[start - 1] <= "9":
+    while start > 0 and match.start() - start <= 16 and "0" <= text[start - 1] <= "9":
         start -= 1
     return (start, match.end()) if 5 <= match.start() - start <= 16 else None
 
@@ -196,6 +196,15 @@ _RULES: tuple[_Rule, ...] = (
         ),
         _group("value"),
     ),
+    # ADO-style connection strings: Password=p@ss w0rd; the value runs to its ';' (at most 256).
+    _Rule(
+        "(?:(?i:password|pwd)|AccountKey|SharedAccessKey)=[^;]{1,256};",
+        tuple(
+            rf"{name}=(?!{_M})(?P<value>[^\s;\"'=:][^;\n\"'=:]{{0,255}}+)(?=;)"
+            for name in (*_variants("password"), *_variants("pwd"), "AccountKey", "SharedAccessKey")
+        ),
+        _group("value"),
+    ),
     # Secrets by name: HF_TOKEN=..., "password": "...", X-Api-Key: ..., --token x, ?sig=...
     _named("token", _TOKEN_AFTER),
     _named("secret"),
@@ -211,7 +220,9 @@ _RULES: tuple[_Rule, ...] = (
         "mysql|mariadb|sshpass|redis-cli",
         tuple(
             (
-                rf"{command}(?<![A-Za-z0-9_].{{{len(command)}}})[\w-]*(?=[ \t])[^\n]*?[ \t]{option}[ \t]?"
+                # Words after the command up to the option; never past the next command (linear).
+                rf"{command}(?<![A-Za-z0-9_].{{{len(command)}}})[\w-]*"
+                rf"(?:[ \t]+(?!{option}|{command})[^\s]+)*+[ \t]+{option}[ \t]?"
                 rf"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?!{_M})(?P<pw>[^\s\"'-][^\s\"']*))"
             )
             for command, option in (

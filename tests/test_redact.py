@@ -7,6 +7,7 @@ secret scanners do not flag this file.
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -313,6 +314,26 @@ def test_a_long_log_is_redacted_across_its_chunks() -> None:
     assert all(f"secret{at}x" not in out for at in (0, 1100, 1101, 2499, 4999))
     assert SLACK_BOT not in out
     assert out.count(ordinary) == 4995
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql " * 50_000,
+        "password: a " * 30_000,
+        "api_key: a " * 30_000,
+        "Password=a b c " * 30_000,
+        "-----BEGIN RSA PRIVATE KEY-----" * 20_000,
+        "1" * 300_000 + ":A" + "b" * 34,
+        "--" + "a-" * 100_000 + "token x",
+    ],
+    ids=["mysql-words", "password-colon", "api-key-colon", "ado", "begin", "digits", "option-name"],
+)
+def test_hostile_lines_take_linear_time(text: str) -> None:
+    """Each of these took minutes when a value or command scan ran to the end of the line."""
+    started = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - started < 5.0
 
 
 def test_gates_without_re2_give_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
