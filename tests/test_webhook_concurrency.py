@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.routing import RATE_PREFIX
 from handlers.jobs import Job
 from handlers.webhook import PATH, TokenBucket, sign
 from tests.slack_requests import Denpex, redis_for_app
@@ -29,8 +28,8 @@ SECRET = "whsec-load-test-0123456789"
 @pytest.fixture
 async def webhook_app(slack_api: Any, redis_for_app: Any) -> AsyncIterator[Denpex]:
     """The real app with the webhook on, 1000 reports a second allowed per sender."""
-    # The bucket's prefix is the app's default one, not the test's: start from a full bucket.
-    async for key in redis_for_app.scan_iter(match=f"{RATE_PREFIX}:*"):
+    # The app keeps its buckets under its default key prefix, not the test's: start from a full one.
+    async for key in redis_for_app.scan_iter(match="*:webhook:rate:*"):
         await redis_for_app.delete(key)
     env = {
         "DENPEX_WEBHOOK_SECRET": SECRET,
