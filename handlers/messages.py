@@ -18,6 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from handlers.files import Enqueue, FileIntake, ThreadCheck, make_job
 from handlers.jobs import Job, LogRef
+from signatures.redact import redact
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -100,13 +101,14 @@ def register(
         text = str(event.get("text") or "")
         user = event.get("user")
         if looks_like_log(text) and not (is_question(text) and len(text) < 200):
+            pasted = redact(unescape(text))  # the queue (Redis) holds no secret
             ref = LogRef(
                 kind="inline",
                 name=f"pasted-{ts}.txt",
                 file_id=None,
                 url=None,
-                size=len(text.encode()),
-                text=unescape(text),
+                size=len(pasted.encode("utf-8", "surrogatepass")),
+                text=pasted,
             )
             await enqueue(
                 make_job(
@@ -183,6 +185,6 @@ def question_job(channel: str, thread_ts: str, ts: str, user: Any, text: str) ->
         thread_ts=thread_ts,
         logs=[],
         user=user,
-        text=strip_mentions(text),
+        text=redact(strip_mentions(text)),
         meta={"message_ts": ts},
     )

@@ -17,6 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from handlers.files import Enqueue, is_log_file, log_ref, make_job, mb
 from handlers.jobs import LogRef
 from handlers.messages import unescape
+from signatures.redact import redact
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp
@@ -46,9 +47,15 @@ Ask follow-up questions in a diagnosis thread (mention me, or end with `?`)."""
 
 
 def parse(text: str) -> tuple[str, str]:
-    """Split the command text into (sub-command, the rest)."""
-    sub, _, rest = text.strip().partition(" ")
-    return sub.lower(), rest.strip()
+    """Split the command text into (sub-command, the rest) at the first run of any whitespace.
+
+    People paste a log on the line after ``/denpex diagnose``, so a newline or a tab separates
+    as a space does.
+    """
+    words = text.strip().split(maxsplit=1)
+    if not words:
+        return "", ""
+    return words[0].lower(), words[1].strip() if len(words) > 1 else ""
 
 
 def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
@@ -73,22 +80,26 @@ def register(app: AsyncApp, *, enqueue: Enqueue, max_log_bytes: int) -> None:
             await ack(WORKING)
             await _diagnose(enqueue, client, command, rest, common)
         elif sub in ("signatures", "signature", "list"):
-            if rest.split(" ", 1)[0].lower() == "stats":
+            if parse(rest)[0] == "stats":
                 await ack("Counting feedback…")
                 await enqueue(make_job(kind=KIND_STATS, **common))
                 return
             await ack()
-            await enqueue(make_job(kind=KIND_SIGNATURES, text=rest, **common))
+            await enqueue(make_job(kind=KIND_SIGNATURES, text=redact(rest), **common))
         elif sub == "explain":
             if not rest:
                 await ack("Which one? `/denpex explain <signature-id>` (see `/denpex signatures`).")
                 return
             await ack()
-            await enqueue(make_job(kind=KIND_EXPLAIN, meta={"value": rest.split()[0]}, **common))
+            await enqueue(make_job(kind=KIND_EXPLAIN, meta={"value": redact(rest.split()[0])}, **common))
         elif sub == "history":
             count = DEFAULT_HISTORY
             if rest:
-                if not rest.isdigit() or not 0 < int(rest) <= MAX_HISTORY:
+                # str.isdigit() accepts '²', which int() refuses; a count has at most 2 digits.
+                if (
+                    not (len(rest) <= 2 and rest.isascii() and rest.isdigit())
+                    or not 0 < int(rest) <= MAX_HISTORY
+                ):
                     await ack(f"`/denpex history [N]` takes a number from 1 to {MAX_HISTORY}.")
                     return
                 count = int(rest)
@@ -110,8 +121,9 @@ async def _diagnose(
 ) -> None:
     user = command.get("user_id")
     if text:
-        # Slack sends &, < and > as HTML entities; the engine needs the log as printed.
-        ref = make_inline("pasted.log", unescape(text))
+        # Slack sends &, < and > as HTML entities; the engine needs the log as printed. The queue
+        # (Redis) gets it redacted.
+        ref = make_inline("pasted.log", redact(unescape(text)))
         header = f"Diagnosis of a log pasted by <@{user}>" if user else "Diagnosis of a pasted log"
         await enqueue(make_job(kind="diagnose", logs=[ref], header=header, **_without(common)))
         return
@@ -131,7 +143,7 @@ def _without(common: dict[str, Any]) -> dict[str, Any]:
 def make_inline(name: str, text: str) -> LogRef:
     """An inline log reference carrying pasted text."""
 
-    return LogRef(kind="inline", name=name, size=len(text.encode()), text=text)
+    return LogRef(kind="inline", name=name, size=len(text.encode("utf-8", "surrogatepass")), text=text)
 
 
 async def newest_log_file(client: AsyncWebClient, channel: str) -> dict[str, Any] | str:

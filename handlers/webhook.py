@@ -5,27 +5,37 @@ HMAC-SHA256 of ``v1:{timestamp}:{raw body}`` with the shared secret. Timestamps 
 minutes away are refused, so a captured request cannot be replayed later. The body is JSON; see
 docs/webhooks.md. The job's ``job_id`` is the idempotency key: a second report of the same id is
 answered 202 with ``duplicate: true`` and is neither diagnosed nor posted again.
+
+Hostile input is refused before work is spent on it: malformed authentication headers are 401
+before the body is read; a body nesting past 32 levels or holding an integer past 18 digits is
+400. When Redis (the rate limiter, the queue) fails or is busy, the answer is 503 with
+``Retry-After``, never 500. The inline log is redacted before it is queued.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
-import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from aiohttp import web
 
+from handlers import bounded_json
 from handlers.jobs import Job, LogRef
+from handlers.rate_limit import LimiterUnavailable, TokenBucket
 from signatures.diagnosis import Diagnosis
 from signatures.redact import redact
+
+__all__ = ["LimiterUnavailable", "TokenBucket", "WebhookConfig", "register", "sign"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +48,16 @@ MAX_SKEW_S = 300
 JOB_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}")
 SHORT_FIELDS = ("job_name", "cluster", "user", "status", "channel", "started_at", "ended_at")
 SHORT_MAX = 200
+# Unix seconds have 10 digits until 2286; 12 allow any real clock and keep int() cheap.
+MAX_TIMESTAMP_DIGITS = 12
+# Up to 8 comma-separated "v1=<64 hex>" values while secrets rotate.
+MAX_SIGNATURE_CHARS = 8 * 68
+MAX_KEY_ID_CHARS = 64
+# A report is 2-3 levels deep (a diagnosis 4-5); integers are exit codes and line numbers.
+MAX_JSON_DEPTH = 32
+MAX_INT_DIGITS = 18
+# What a sender is told to wait when Redis (the rate limiter, the queue) cannot be reached.
+REDIS_RETRY_AFTER_S = 5
 
 
 class Enqueuer(Protocol):
@@ -45,7 +65,9 @@ class Enqueuer(Protocol):
 
 
 class Limiter(Protocol):
-    async def allow(self, sender: str) -> bool: ...
+    async def allow(self, sender: str) -> bool:
+        """True to let ``sender`` in; raises ``LimiterUnavailable`` when it cannot tell."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -61,6 +83,10 @@ class WebhookConfig:
     # Told each answer's status (for metrics); must not raise.
     on_answer: Callable[[int], None] | None = None
     clock: Callable[[], float] = field(default=time.time)
+    # Requests of this endpoint talking to Redis at once; the rest wait their turn (up to
+    # ``redis_wait_s``, then 503), so a burst of reports cannot empty the shared connection pool.
+    redis_concurrency: int = 16
+    redis_wait_s: float = 10.0
 
 
 class BadRequest(Exception):
@@ -89,6 +115,17 @@ def register(app: web.Application, *, queue: Enqueuer, config: WebhookConfig, li
 
 
 def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callable[[web.Request], Any]:
+    redis_slots = asyncio.Semaphore(config.redis_concurrency)
+
+    @contextlib.asynccontextmanager
+    async def redis_turn() -> AsyncIterator[None]:
+        async with asyncio.timeout(config.redis_wait_s):
+            await redis_slots.acquire()
+        try:
+            yield
+        finally:
+            redis_slots.release()
+
     async def job_failure(request: web.Request) -> web.Response:
         response = await answer(request)
         if config.on_answer is not None:
@@ -98,6 +135,11 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
     async def answer(request: web.Request) -> web.Response:
         if not config.secrets:
             return _error(503, "the webhook is disabled: DENPEX_WEBHOOK_SECRET is not set")
+        # Headers first: a malformed or stale request costs no body read and no parsing.
+        refusal = _check_headers(request, config)
+        if refusal:
+            log.info("webhook refused: %s", refusal)
+            return _error(401, refusal)
         declared = request.content_length
         if declared is not None and declared > config.max_body_bytes:
             return _error(413, f"body larger than {config.max_body_bytes} bytes")
@@ -105,23 +147,31 @@ def _handler(queue: Enqueuer, config: WebhookConfig, limiter: Limiter) -> Callab
         if body is None:
             return _error(413, f"body larger than {config.max_body_bytes} bytes")
         key_id = request.headers.get(KEY_ID_HEADER, DEFAULT_KEY_ID)
-        refusal = _authenticate(request, body, config, key_id)
-        if refusal:
-            log.info("webhook refused: %s", refusal)
-            return _error(401, refusal)
-        sender = f"{key_id}@{request.remote or 'unknown'}"
-        if not await limiter.allow(sender):
+        if not _signed(request, body, config, key_id):
+            log.info("webhook refused: bad signature")
+            return _error(401, "bad signature")
+        try:
+            async with redis_turn():
+                allowed = await limiter.allow(f"{key_id}@{request.remote or 'unknown'}")
+        except (LimiterUnavailable, TimeoutError) as exc:
+            log.warning("webhook rate limit not checked: %s", _why(exc))
+            return _error(
+                503, "the server is busy or Redis is away; retry later", retry_after=REDIS_RETRY_AFTER_S
+            )
+        if not allowed:
             wait = getattr(limiter, "retry_after_s", 1)
             return _error(429, "too many reports from this sender; slow down", retry_after=wait)
         try:
-            job, job_id = _job_from_body(body, config)
+            # Parsing a body of up to 32 MiB and redacting its log take a while: not on the event loop.
+            job, job_id = await asyncio.to_thread(_job_from_body, body, config)
         except BadRequest as exc:
             return _error(400, str(exc))
         try:
-            fresh = await queue.enqueue(job)
-        except Exception as exc:  # a full queue or Redis away: the sender should retry later
-            log.warning("webhook job %s not queued: %s", job_id, exc, extra={"job_id": job.id})
-            return _error(503, "the report could not be queued; retry later", retry_after=5)
+            async with redis_turn():
+                fresh = await queue.enqueue(job)
+        except Exception as exc:  # a full queue, Redis away, or no turn in time: retry later
+            log.warning("webhook job %s not queued: %s", job_id, _why(exc), extra={"job_id": job.id})
+            return _error(503, "the report could not be queued; retry later", retry_after=REDIS_RETRY_AFTER_S)
         state = "enqueued" if fresh else "duplicate"
         log.info("webhook job %s %s", job_id, state, extra={"job_id": job.id})
         return web.json_response({"job": job_id, "duplicate": not fresh}, status=202)
@@ -141,24 +191,33 @@ async def _read_body(request: web.Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _authenticate(request: web.Request, body: bytes, config: WebhookConfig, key_id: str) -> str | None:
-    secret = config.secrets.get(key_id)
+def _check_headers(request: web.Request, config: WebhookConfig) -> str | None:
+    """Why the authentication headers are refused (401), or None: shape and clock only."""
     timestamp = request.headers.get(TIMESTAMP_HEADER, "")
     signature = request.headers.get(SIGNATURE_HEADER, "")
     if not timestamp or not signature:
         return f"missing {TIMESTAMP_HEADER} or {SIGNATURE_HEADER}"
-    if not timestamp.isdigit():
-        return f"{TIMESTAMP_HEADER} must be Unix seconds"
+    # str.isdigit() accepts '²' and '١٢٣', and int() of a long string is slow: ASCII, bounded.
+    if not (len(timestamp) <= MAX_TIMESTAMP_DIGITS and timestamp.isascii() and timestamp.isdigit()):
+        return f"{TIMESTAMP_HEADER} must be Unix seconds: 1 to {MAX_TIMESTAMP_DIGITS} ASCII digits"
     if abs(config.clock() - int(timestamp)) > MAX_SKEW_S:
         return f"{TIMESTAMP_HEADER} is more than {MAX_SKEW_S // 60} minutes from the server's clock"
-    if secret is None or not signature_valid(secret, timestamp, body, signature):
-        return "bad signature"
+    if len(signature) > MAX_SIGNATURE_CHARS or not signature.isascii():
+        return f"{SIGNATURE_HEADER} is malformed: at most 8 comma-separated v1=<hex> values"
     return None
+
+
+def _signed(request: web.Request, body: bytes, config: WebhookConfig, key_id: str) -> bool:
+    secret = config.secrets.get(key_id) if len(key_id) <= MAX_KEY_ID_CHARS else None
+    timestamp = request.headers[TIMESTAMP_HEADER]
+    return secret is not None and signature_valid(secret, timestamp, body, request.headers[SIGNATURE_HEADER])
 
 
 def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     try:
-        data = json.loads(body)
+        data = bounded_json.loads(body, max_depth=MAX_JSON_DEPTH, max_int_digits=MAX_INT_DIGITS)
+    except bounded_json.JSONBoundsError as exc:
+        raise BadRequest(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"body is not valid JSON ({exc.__class__.__name__})") from None
     if not isinstance(data, dict):
@@ -173,7 +232,7 @@ def _job_from_body(body: bytes, config: WebhookConfig) -> tuple[Job, str]:
     if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
         raise BadRequest("exit_code must be an integer")
     links = _links(data.get("links"))
-    logs = _logs(data, job_id, config)
+    logs = _logs(data, short["job_name"] or job_id, config)
     precomputed = _diagnosis(data.get("diagnosis"))
     if not logs and precomputed is None:
         raise BadRequest("one of log, log_url or diagnosis is required")
@@ -221,15 +280,18 @@ def _links(value: Any) -> dict[str, str]:
     return links
 
 
-def _logs(data: dict[str, Any], job_id: str, config: WebhookConfig) -> list[LogRef]:
+def _logs(data: dict[str, Any], label: str, config: WebhookConfig) -> list[LogRef]:
     logs: list[LogRef] = []
     text = data.get("log")
     if text is not None:
         if not isinstance(text, str):
             raise BadRequest("log must be a string (the log's text)")
         if text:
-            name = f"{data.get('job_name') or job_id}.log"
-            logs.append(LogRef(kind="inline", name=name, file_id=None, url=None, size=len(text), text=text))
+            text = redact(text)  # the queue (Redis) holds no secret
+            size = len(text.encode("utf-8", "surrogatepass"))
+            logs.append(
+                LogRef(kind="inline", name=f"{label}.log", file_id=None, url=None, size=size, text=text)
+            )
     url = data.get("log_url")
     if url is not None:
         if not isinstance(url, str) or not url:
@@ -239,7 +301,7 @@ def _logs(data: dict[str, Any], job_id: str, config: WebhookConfig) -> list[LogR
                 config.check_log_url(url)
             except ValueError as exc:
                 raise BadRequest(f"log_url: {exc}") from None
-        name = urlparse(url).path.rsplit("/", 1)[-1] or f"{job_id}.log"
+        name = urlparse(url).path.rsplit("/", 1)[-1] or f"{label}.log"
         logs.append(LogRef(kind="url", name=name, file_id=None, url=url, size=None, text=None))
     return logs
 
@@ -286,59 +348,10 @@ def _header(
     return " ".join(parts)
 
 
+def _why(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__  # a TimeoutError has no message
+
+
 def _error(status: int, reason: str, *, retry_after: int | None = None) -> web.Response:
     headers = {"Retry-After": str(retry_after)} if retry_after else None
     return web.json_response({"error": reason}, status=status, headers=headers)
-
-
-class TokenBucket:
-    """A token bucket per sender, kept in Redis so every web process shares it.
-
-    Works on a real Redis and on fakeredis (no Lua needed): an optimistic WATCH/MULTI update.
-    """
-
-    def __init__(
-        self,
-        redis: Any,
-        *,
-        rate: float,
-        burst: float,
-        prefix: str,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.redis = redis
-        self.rate = rate
-        self.burst = burst
-        self.prefix = prefix
-        self.clock = clock
-        # After this long unused, a bucket is full again; the key can go.
-        self.ttl_s = max(1, math.ceil(burst / rate) + 1)
-        # Seconds until an empty bucket holds a token again (the 429's Retry-After).
-        self.retry_after_s = max(1, math.ceil(1 / rate))
-
-    async def allow(self, sender: str) -> bool:
-        """Take one token for ``sender``; False when the bucket is empty."""
-        from redis.exceptions import WatchError
-
-        key = f"{self.prefix}:{hashlib.sha256(sender.encode()).hexdigest()[:32]}"
-        async with self.redis.pipeline(transaction=True) as pipe:
-            for _ in range(20):
-                try:
-                    await pipe.watch(key)
-                    tokens_s, stamp_s = await pipe.hmget(key, "tokens", "ts")
-                    now = self.clock()
-                    tokens = self.burst if tokens_s is None else float(tokens_s)
-                    stamp = now if stamp_s is None else float(stamp_s)
-                    tokens = min(self.burst, tokens + max(0.0, now - stamp) * self.rate)
-                    allowed = tokens >= 1.0
-                    if allowed:
-                        tokens -= 1.0
-                    pipe.multi()
-                    pipe.hset(key, mapping={"tokens": repr(tokens), "ts": repr(now)})
-                    pipe.expire(key, self.ttl_s)
-                    await pipe.execute()
-                    return allowed
-                except WatchError:
-                    continue
-        # Constant contention on one key is itself a flood.
-        return False

@@ -146,3 +146,33 @@ async def test_a_full_queue_is_told_to_the_user_not_swallowed(denpex: Denpex) ->
     told = [m for m in denpex.standin.messages if m.channel == CHANNEL]
     assert len(told) == 1
     assert "could not start" in told[0].text and "500 jobs waiting" in told[0].text
+
+
+async def test_diagnose_then_a_newline_and_a_pasted_log_diagnoses_the_log(denpex: Denpex) -> None:
+    """Slack users paste the log on the line after the command: any whitespace separates them."""
+    log = (CORPUS / "dist-dev-001.log").read_text()
+    for separator in ("\n", "\t", "\r\n", "\u00a0"):
+        status, body = await denpex.send(slash_command(f"diagnose{separator}{log}", channel=CHANNEL))
+        assert status == 200
+        assert "Working on it" in body
+        assert "/denpex signatures" not in body  # not the help text
+    assert await denpex.drain() == 4
+    replies = [m for m in denpex.standin.messages if m.thread_ts]
+    assert len(replies) == 4
+    assert all("exitcode: -9" in blocks_text(reply.blocks) for reply in replies)
+
+
+async def test_subcommand_on_its_own_line_and_an_odd_history_count_get_answers(denpex: Denpex) -> None:
+    api = denpex.standin
+    status, _ = await denpex.send(slash_command("signatures\noom", response_url=api.response_url("list")))
+    assert status == 200
+    for count in ("²", "9" * 5000, "3\n"):
+        status, body = await denpex.send(slash_command(f"history {count}", channel=CHANNEL))
+        assert status == 200
+        if count == "3\n":
+            assert "/denpex history" not in body
+        else:
+            assert "takes a number from 1 to 50" in body
+    await denpex.drain()
+    by_key = {c.args["key"]: c.args for c in api.calls_to("response_url") if "key" in c.args}
+    assert "cuda-oom-allocator" in by_key["list"]["text"]

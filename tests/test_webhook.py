@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import redis.asyncio as aioredis
 from aiohttp import web
 
 from bot.jobs.keys import Keys
@@ -341,5 +343,76 @@ async def test_queue_outage_answers_503_so_the_sender_retries(fake_redis: Any, k
             assert resp.status == 503
             assert resp.headers["Retry-After"] == "5"
             assert "retry later" in (await resp.json())["error"]
+    finally:
+        await runner.cleanup()
+
+
+async def test_rate_limit_store_outage_answers_503_so_the_sender_retries(
+    fake_redis: Any, key_prefix: str, unused_tcp_port: int
+) -> None:
+    """The limiter's Redis refuses connections: 503 with Retry-After, not 500 (and not 429)."""
+    gone = aioredis.Redis(host="127.0.0.1", port=unused_tcp_port, socket_connect_timeout=1)
+    answers: list[int] = []
+    config = WebhookConfig(
+        secrets={"default": SECRET}, max_body_bytes=64 * 1024, route=route, on_answer=answers.append
+    )
+    queue = JobQueue(fake_redis, keys=Keys(key_prefix))
+    app = web.Application()
+    register(app, queue=queue, config=config, limiter=TokenBucket(gone, rate=1, burst=5, prefix="r"))
+    runner, url = await start(app)
+    raw = json.dumps(report()).encode()
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=signed(raw)) as resp,
+        ):
+            status, answer, retry_after = resp.status, await resp.json(), resp.headers.get("Retry-After")
+    finally:
+        await runner.cleanup()
+        await gone.aclose()
+    assert (status, retry_after) == (503, "5")
+    assert "retry" in answer["error"]
+    assert answers == [503]
+    assert await fake_redis.xlen(queue.keys.jobs) == 0
+
+
+class StuckLimiter:
+    """A limiter whose Redis has stopped answering (until released)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = asyncio.Event()
+
+    async def allow(self, sender: str) -> bool:
+        self.calls += 1
+        await self.release.wait()
+        return True
+
+
+async def test_report_that_waits_too_long_for_redis_gets_503(fake_redis: Any, key_prefix: str) -> None:
+    """One request may talk to Redis at a time here; the next waits 0.2 s for its turn, then 503."""
+    limiter = StuckLimiter()
+    config = WebhookConfig(
+        secrets={"default": SECRET},
+        max_body_bytes=64 * 1024,
+        route=route,
+        redis_concurrency=1,
+        redis_wait_s=0.2,
+    )
+    app = web.Application()
+    register(app, queue=JobQueue(fake_redis, keys=Keys(key_prefix)), config=config, limiter=limiter)
+    runner, url = await start(app)
+    try:
+        first = asyncio.create_task(post(url, report(job_id="first")))
+        while limiter.calls == 0:
+            await asyncio.sleep(0.01)
+        raw = json.dumps(report(job_id="second")).encode()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=signed(raw)) as resp,
+        ):
+            assert (resp.status, resp.headers["Retry-After"]) == (503, "5")
+        limiter.release.set()
+        assert (await first)[0] == 202
     finally:
         await runner.cleanup()
