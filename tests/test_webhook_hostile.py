@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.keys import Keys
-from bot.queue import JobQueue
+from bot.jobs.keys import Keys
+from bot.jobs.queue import JobQueue
 from handlers.webhook import TokenBucket, WebhookConfig, register, sign
 from tests.test_webhook import SECRET, Endpoint, check_log_url, post, report, route, signed, start
 
