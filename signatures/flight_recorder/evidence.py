@@ -63,17 +63,16 @@ def details(analysis: Analysis) -> list[str]:
     """Context lines under the sentence: where each side stood, and what it was calling."""
     f = analysis.finding
     assert f is not None
-    lines = [_position_line(f.named, f.positions, "last")]
+    lines = [_position_line(f.named, f.positions)]
     stack = _stack(stack_of(f.positions.get(f.named[0])))
     if stack:
         lines.append(f"rank {f.named[0]}'s last collective was called from {stack}")
-    state = "entered it" if f.kind == MISSING else "are in it"
     when = _time(f.entry.time_created_ns)
-    lines.append(f"{_ranks_word(f.others)} {state}" + (f" since {when}" if when else "") + ";")
-    lines.append(_position_line(f.others, f.positions, "their"))
+    since = f"; the first entered seq {f.seq} at {when}" if when else ""
+    lines.append(_position_line(f.others, f.positions) + since)
     stack = _stack(f.entry.frames)
     if stack:
-        lines.append(f"they called it from {stack}")
+        lines.append(f"they called seq {f.seq} from {stack}")
     lines.append(
         f"flight recorder: {analysis.dumps} dumps compared; {_group(f)} has ranks {ranges(f.group.ranks)}"
     )
@@ -129,7 +128,7 @@ def _op_and_size(e: Entry) -> str:
     return f"{op_type(e)}{shown}" + (f" {dtype}" if dtype else "")
 
 
-def _position_line(ranks: Sequence[int], positions: dict[int, Position], whose: str) -> str:
+def _position_line(ranks: Sequence[int], positions: dict[int, Position]) -> str:
     # Ranks that stood at the same place are told once: "ranks 0-36,38-63: last entered ...".
     by_place: dict[tuple[int | None, int | None], list[int]] = {}
     for r in ranks:
@@ -139,7 +138,7 @@ def _position_line(ranks: Sequence[int], positions: dict[int, Position], whose: 
     for (entered, completed), members in sorted(by_place.items(), key=lambda kv: kv[1][0])[:3]:
         e = "none" if entered is None else f"seq {entered}"
         c = "none" if completed is None else f"seq {completed}"
-        parts.append(f"{_ranks_word(members)}: {whose} entered {e}, last completed {c}")
+        parts.append(f"{_ranks_word(members)}: last entered {e}, last completed {c}")
     return "; ".join(parts)
 
 

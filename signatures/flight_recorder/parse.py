@@ -106,7 +106,8 @@ def parse_dump(data: bytes, name: str) -> Dump:
             f"{name}: the dump does not say its rank and the file name does not either; "
             "keep PyTorch's names (nccl_trace_rank_<N>)"
         )
-    entries = raw.get("entries") or []
+    entries = raw.get("entries")
+    entries = [] if entries is None else entries  # torch leaves the key out when nothing was recorded
     if not isinstance(entries, list):
         raise MalformedDump(f"{name}: 'entries' is a {type(entries).__name__}, not a list")
     enqueued, completed = _pg_status(raw.get("pg_status"), name)

@@ -18,7 +18,7 @@ from signatures.flight_recorder.errors import DumpTooLarge, MalformedDump, Unsaf
 
 MAX_DUMP_BYTES = 64 << 20  # a 20,000-entry buffer with stacks is a few MB; far past that is not a dump
 MAX_DEPTH = 12  # a dump nests 6 deep (dump > entries > entry > frames > frame > value)
-MAX_ELEMENTS = 20_000_000  # containers and values visited, shared references counted each time
+MAX_ELEMENTS = 20_000_000  # values as if every shared reference were a copy: 20,000 entries with stacks fit
 PICKLE_PROTOCOLS = (2, 3, 4, 5)
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -71,27 +71,51 @@ def load_pickle(data: bytes, name: str) -> Any:
     return value
 
 
-def check_plain(value: Any, name: str) -> None:
-    """Raise MalformedDump unless ``value`` is plain data within the depth and size bounds."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    seen = 0
+def check_plain(value: Any, name: str, max_elements: int = MAX_ELEMENTS) -> None:
+    """Raise MalformedDump unless ``value`` is plain data within the depth and size bounds.
+
+    A pickle can share one container many times (PyTorch's own pickler shares frame dicts
+    between entries), so sizes are counted as if expanded, each shared container once by
+    identity: a small pickle that nests shared lists a billion times over is refused at once.
+    """
+    done: dict[int, tuple[int, int]] = {}  # id -> (elements if expanded, depth)
+    open_: set[int] = set()  # containers whose children are being walked: seen again = a cycle
+    stack: list[tuple[Any, bool]] = [(value, False)]
     while stack:
-        item, depth = stack.pop()
-        seen += 1
-        if seen > MAX_ELEMENTS:
-            raise MalformedDump(f"{name}: more than {MAX_ELEMENTS} values (or shared references) in one dump")
+        item, children_done = stack.pop()
         if isinstance(item, _SCALARS):
             continue
         if not isinstance(item, _CONTAINERS):
             raise MalformedDump(f"{name}: holds a {type(item).__name__}, which no flight-recorder dump does")
-        if depth >= MAX_DEPTH:
-            raise MalformedDump(f"{name}: nested more than {MAX_DEPTH} levels deep, unlike any dump")
-        if isinstance(item, dict):
-            for key, val in item.items():
-                stack.append((key, depth + 1))
-                stack.append((val, depth + 1))
-        else:
-            stack.extend((x, depth + 1) for x in item)
+        key = id(item)
+        if children_done:
+            size, depth = 1, 1
+            for child in _children(item):
+                if not isinstance(child, _SCALARS):
+                    n, d = done[id(child)]
+                    size, depth = size + n, max(depth, d + 1)
+                else:
+                    size += 1
+            if depth > MAX_DEPTH:
+                raise MalformedDump(f"{name}: nested more than {MAX_DEPTH} levels deep, unlike any dump")
+            if size > max_elements:
+                raise MalformedDump(f"{name}: expands to more than {max_elements} values, unlike any dump")
+            done[key] = (size, depth)
+            open_.discard(key)
+            continue
+        if key in done:
+            continue
+        if key in open_:
+            raise MalformedDump(f"{name}: a container holds itself, which no flight-recorder dump does")
+        open_.add(key)
+        stack.append((item, True))
+        stack.extend((c, False) for c in _children(item) if not isinstance(c, _SCALARS))
+
+
+def _children(item: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> list[Any]:
+    if isinstance(item, dict):
+        return [x for pair in item.items() for x in pair]
+    return list(item)
 
 
 def _printable(text: str) -> str:
