@@ -58,6 +58,7 @@ def entry(
     dtype: str = "Float",
     state: str = "completed",
     pg: tuple[str, str] = ("0", "default_pg"),
+    pg_id: int = 0,
     caller_line: int = 88,
 ) -> dict[str, Any]:
     """One entry of getCollectiveTrace (FlightRecorderDetail.hpp, torch 2.13)."""
@@ -68,7 +69,7 @@ def entry(
     return {
         "frames": frames(caller_line),
         "record_id": record_id,
-        "pg_id": 0,
+        "pg_id": pg_id,
         "process_group": pg,
         "thread_name": "pt_main_thread",
         "thread_id": "140337184278336",
@@ -92,20 +93,23 @@ def entry(
 
 def dump(world: int, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """dump_dict: version, pg_config, comm_lib_version, pg_status, entries."""
-    seqs = [e["collective_seq_id"] for e in entries]
-    done = [e["collective_seq_id"] for e in entries if e["state"] == "completed"]
-    started = [e["collective_seq_id"] for e in entries if e["state"] != "scheduled"]
+    status = {}
+    for pg in sorted({e["pg_id"] for e in entries}) or [0]:
+        mine = [e for e in entries if e["pg_id"] == pg]
+        status[str(pg)] = {
+            "last_enqueued_collective": max((e["collective_seq_id"] for e in mine), default=-1),
+            "last_started_collective": max(
+                (e["collective_seq_id"] for e in mine if e["state"] != "scheduled"), default=-1
+            ),
+            "last_completed_collective": max(
+                (e["collective_seq_id"] for e in mine if e["state"] == "completed"), default=-1
+            ),
+        }
     return {
         "version": "2.10",
         "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
         "comm_lib_version": "2.21.5",
-        "pg_status": {
-            "0": {
-                "last_enqueued_collective": max(seqs, default=-1),
-                "last_started_collective": max(started, default=-1),
-                "last_completed_collective": max(done, default=-1),
-            }
-        },
+        "pg_status": status,
         "entries": entries,
     }
 
