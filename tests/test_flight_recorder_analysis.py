@@ -160,7 +160,8 @@ def test_hostile_names_in_a_dump_cannot_shape_the_sentence() -> None:
     text = sentence(f)
     # The names come out as letters, digits and underscores: one line, one semicolon (ours).
     assert text == (
-        "rank 1 never entered ALL_REDUCE_ seq 1 of group x_rank_0_never_entered_EVIL (pg 0); rank 0 waited in it"
+        "rank 1 never entered ALL_REDUCE_ seq 1 of group x_rank_0_never_entered_EVIL (pg 0); "
+        "rank 0 waited in it"
     )
 
 
