@@ -83,7 +83,8 @@ def details(analysis: Analysis) -> list[str]:
 
 def summary_fact(analysis: Analysis, version: str) -> str:
     """The environment fact that says the dumps were read, and what they showed."""
-    text = f"{analysis.dumps} dumps (format {version}), {analysis.groups} groups compared"
+    groups = "1 group" if analysis.groups == 1 else f"{analysis.groups} groups"
+    text = f"{analysis.dumps} dumps (format {version}), {groups} compared"
     if analysis.finding is None:
         text += "; no rank behind or disagreeing"
     if analysis.without_dump:
