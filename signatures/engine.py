@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
 from signatures.errors import InputTooLarge
-from signatures.hits import TextScan, read_text
+from signatures.flight_recorder import read_any, with_findings
+from signatures.hits import TextScan
 from signatures.library import Library
 from signatures.lines import unwrap
 from signatures.ranking import (
@@ -68,7 +69,7 @@ def scan_sources(
     else:
         budget = Budget(limits)
         per_source = [
-            [read_text(library, name, 0, chunks) for name, chunks in open_texts(src, limits, budget)]
+            [read_any(library, name, 0, chunks) for name, chunks in open_texts(src, limits, budget)]
             for src in items
         ]
     scans = [scan for group in per_source for scan in group]
@@ -123,6 +124,7 @@ def find_all(
 
 def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     """Build the Diagnosis from what the texts held."""
+    scans = with_findings(scans, library)  # flight-recorder dumps: their finding as one more text
     environment: dict[str, str] = {}
     for scan in scans:
         for key, value in scan.facts.items():

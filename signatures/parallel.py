@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from signatures.flight_recorder import read_any
 from signatures.hits import BEFORE_LINES, TextScan, read_text
 from signatures.library import Library
 from signatures.sources import (
@@ -98,7 +99,7 @@ def _run(source: Source, task: Task, limits: Limits) -> list[TextScan]:
     assert library is not None
     if task.parts == 1:
         budget = Budget(limits)
-        scans = [read_text(library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)]
+        scans = [read_any(library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)]
     else:
         scans = [_scan_range(library, source, task, limits)]
     for scan in scans:

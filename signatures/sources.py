@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from signatures.errors import BinaryInput, CorruptArchive, InputTooLarge, UnreadableInput
+from signatures.flight_recorder.intake import divert
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -100,10 +101,22 @@ def open_texts(
         compressed = _Counter(raw)
         yield (
             source.name,
-            text_chunks(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
+            _text_or_dump(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
         )
         return
-    yield source.name, text_chunks(source.name, raw, limits, budget, None)
+    yield source.name, _text_or_dump(source.name, raw, limits, budget, None)
+
+
+def _text_or_dump(
+    name: str,
+    blocks: Iterator[bytes],
+    limits: Limits,
+    budget: Budget,
+    compressed: _Counter | _FixedCompressed | None,
+) -> Iterator[bytes]:
+    """Text chunks; or, for a flight-recorder dump, its bytes held for signatures.flight_recorder."""
+    dump, blocks = divert(name, blocks, budget.take)
+    return dump if dump is not None else text_chunks(name, blocks, limits, budget, compressed)
 
 
 def _raw_blocks(source: Source) -> Iterator[bytes]:
@@ -252,7 +265,7 @@ def _member_chunks(
         counter = _Counter(stream)
         stream = _gunzip(name, counter, limits)
     counted = _FixedCompressed(stream, compressed)
-    return text_chunks(name, iter(counted), limits, budget, counted)
+    return _text_or_dump(name, iter(counted), limits, budget, counted)
 
 
 class _FixedCompressed:

@@ -12,13 +12,19 @@ from typing import Any
 
 from bot.cli.terminal import console_for_output, print_diagnosis
 from signatures import Diagnosis, InputError, SignatureError, Source, diagnose
+from signatures.folders import expand
 from signatures.library import Library
 
 
 def add_commands(sub: Any) -> None:
     """Register ``diagnose``."""
-    p = sub.add_parser("diagnose", help="diagnose training logs (files, .gz, .zip, or - for stdin)")
-    p.add_argument("files", nargs="+", metavar="FILE", help="log files; '-' reads standard input")
+    p = sub.add_parser("diagnose", help="diagnose training logs (files, folders, .gz, .zip, or - for stdin)")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="log files, flight-recorder dumps, or folders of them; '-' reads standard input",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--html",
@@ -73,11 +79,13 @@ def fail(message: str) -> int:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     """Diagnose the given files as one incident; exit 2 on unreadable input."""
-    sources = [
-        Source.from_stream("<stdin>", sys.stdin.buffer) if name == "-" else Source.from_path(name)
-        for name in args.files
-    ]
     try:
+        # A folder stands for the files below it (per-rank logs, flight-recorder dumps).
+        sources = [
+            s
+            for name in args.files
+            for s in ([Source.from_stream("<stdin>", sys.stdin.buffer)] if name == "-" else expand([name]))
+        ]
         library = Library.load(args.library) if args.library else None
         diagnosis = diagnose(sources, library=library, processes=args.processes)
     except InputError as exc:

@@ -1,0 +1,1 @@
+"""Flight-recorder dumps for the tests, and make_dumps.py that regenerates them."""
