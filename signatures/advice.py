@@ -123,7 +123,7 @@ def advise(restart: Restart | None, *, status: str, confidence: float, host: str
             hosts = (host,)
         else:
             decision = Decision.INVESTIGATE
-            reason += "; the log does not name the host, so find it (dmesg, sacct NodeList) first"
+            reason += " (the log does not name the host: find it in dmesg or sacct's NodeList first)"
     if decision is Decision.INVESTIGATE:
         confidence = min(confidence, INVESTIGATE_MAX)
     return Advice(decision, restart.cls, reason, round(confidence, 2), hosts)

@@ -130,7 +130,7 @@ def test_rule4_a_node_failure_without_a_host_is_investigated() -> None:
     assert d.initiating and d.initiating.host is None
     assert d.advice and d.advice.decision is Decision.INVESTIGATE
     assert d.advice.restart_class is RestartClass.NODE and d.advice.exclude_hosts == ()
-    assert "the log does not name the host" in d.advice.reason
+    assert "(the log does not name the host: " in d.advice.reason
 
 
 def test_rule5_investigate_is_never_confident() -> None:
