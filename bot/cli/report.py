@@ -22,10 +22,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bot.cli.advise import EXIT_HELP, exit_code, print_advice
+from bot.cli.advise import EXIT_HELP, exit_code, print_advice, with_host
 from handlers.webhook import PATH, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from signatures import InputError, diagnose
 from signatures.advice import Advice, AdviceFormatError
+from signatures.engine import default_library
 
 TIMEOUT_S = 30.0
 POLL_S = 2.0  # between asks for the server's advice while --wait runs
@@ -54,6 +55,11 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument("--user", default=_user(), help="who ran the job (default: current user)")
     p.add_argument("--channel", help="Slack channel (default: the server's routing)")
     p.add_argument("--exit-code", type=int, help="the job's exit code")
+    p.add_argument(
+        "--host",
+        metavar="NAME",
+        help="the host the logs came from, used when they name none (a one-node job's node)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print what would be sent; send nothing")
     p.add_argument(
         "--exit-code-advice",
@@ -79,6 +85,8 @@ def build_payload(args: argparse.Namespace) -> dict[str, Any]:
         diagnosis = diagnose(paths)
     except InputError as exc:
         raise ReportError(str(exc)) from None
+    if args.host:
+        diagnosis = with_host(diagnosis, args.host, default_library())
     payload: dict[str, Any] = {
         "job_id": args.job_id or _derived_job_id(paths),
         "job_name": args.job_name,
