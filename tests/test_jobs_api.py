@@ -4,8 +4,11 @@ webhook, then its diagnosis and advice read back, signed like the webhook."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,7 @@ from tests.slack_requests import Denpex, redis_for_app
 
 __all__ = ["redis_for_app"]  # fixture
 
+ROOT = Path(__file__).resolve().parent.parent
 SECRET = "webhook-secret-for-jobs"
 NODE_FAILURE = next(c for c in load_cases() if c.id == "extra2b-070")  # Node failure on worker-1
 
@@ -105,3 +109,21 @@ async def test_redis_away_is_503_with_retry_after_never_500() -> None:
         resp = await client.get("/jobs/4245", headers=signed_get("4245"))
         assert resp.status == 503
         assert resp.headers["Retry-After"] == "5"
+
+
+def test_the_shell_recipe_in_the_docs_signs_the_same() -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to run the recipe")
+    recipe = (
+        "printf 'v1:%s:GET /jobs/%s' \"$ts\" \"prod-4242\""
+        " | openssl dgst -sha256 -hmac \"$secret\" | sed 's/^.*= //'"
+    )
+    assert recipe in (ROOT / "docs" / "webhooks.md").read_text(encoding="utf-8")
+    out = subprocess.run(
+        ["sh", "-c", recipe],
+        env={"ts": "1700000000", "secret": SECRET, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert f"v1={out}" == sign(SECRET, "1700000000", b"GET /jobs/prod-4242")
