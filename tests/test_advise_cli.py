@@ -85,3 +85,9 @@ def test_diagnose_prints_what_to_do_next_under_the_headline(capsys: pytest.Captu
     out = capsys.readouterr().out
     assert "What to do next  restart-excluding · confidence 0.90" in out
     assert out.index("What to do next") < out.index("Where it started")
+
+
+def test_signatures_show_states_the_restart_class(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["signatures", "show", "cuda-ecc-uncorrectable"]) == 0
+    out = capsys.readouterr().out
+    assert "If it ends a job  node\nuncorrectable ECC or NVLink error; the GPU is at fault" in out
