@@ -113,3 +113,17 @@ async def test_a_scheduler_job_id_finds_its_diagnosis(stack: WorkerStack) -> Non
     stored = await stack.store.get(found or "")
     assert stored is not None and stored.meta and stored.meta["job_id"] == "4701"
     assert await RunHistory(stack.store).diagnosis_for_job("no-such-job") is None
+
+
+async def test_h0_a_failure_sent_without_advice_gets_the_engines(stack: WorkerStack) -> None:
+    d = corpus(NODE_FAILURE)
+    older = d.to_dict()
+    del older["advice"]  # what a sender older than advice posts
+    job = Job(
+        source="webhook", dedupe_key="webhook:4801", channel="C1", thread_ts="17.4801", precomputed=older
+    )
+    assert await stack.queue.enqueue(job)
+    assert await stack.worker().drain() == 1
+    stored = await stack.store.get(job.id)
+    assert stored is not None and d.advice is not None
+    assert stored.diagnosis["advice"] == d.advice.to_dict()

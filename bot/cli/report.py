@@ -71,8 +71,8 @@ def add_commands(subparsers: Any) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="wait up to SECONDS for the server's advice, which knows the job's earlier runs "
-        "(default: use this diagnosis' own advice at once)",
+        help="with --exit-code-advice: wait up to SECONDS for the server's advice, which knows the "
+        "job's earlier runs (default: use this diagnosis' own advice at once)",
     )
     p.epilog = f"with --exit-code-advice, {EXIT_HELP}"
     p.set_defaults(func=run)

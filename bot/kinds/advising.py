@@ -11,20 +11,43 @@ H2. A bad-host (``node``) failure on a host that had others this week, in any jo
     many ("3rd cuda-ecc-uncorrectable on gpu-node-07 this week: drain it").
 H3. A run is never its own history: a retried job (the same diagnosis id) is left out.
 Without a job name H1 does not apply; without a host to exclude H2 does not.
+H0 comes first: a failure reported without advice (by a sender older than advice) gets the
+engine's advice from this server's library, by its signature id.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from bot.jobs.runs import PastRun, RunHistory, job_key
 from bot.jobs.store import Store, ordinal
-from signatures.advice import Advice, Decision
+from signatures.advice import ADVISED_STATUSES, Advice, Decision, advise
 from signatures.diagnosis import Diagnosis, SignatureRef
+from signatures.loader import load_signatures
+from signatures.spec import Restart, RestartClass
 
 POLICY_CATEGORY = "scheduler"  # failures a scheduler's policy decides repeat by design (H1)
+
+
+@functools.cache
+def _restarts() -> dict[str, Restart]:
+    # Only the YAML (cached as JSON by the loader): the worker process never compiles the scanner.
+    return {s.id: s.restart for s in load_signatures()}
+
+
+def advised(d: Diagnosis) -> Diagnosis:
+    """H0: ``d`` with the engine's advice when a failure arrived without any."""
+    if d.advice is not None or d.status.value not in ADVISED_STATUSES:
+        return d
+    restart = None
+    if d.signature is not None:
+        unknown = Restart(RestartClass.UNKNOWN, f"{d.signature.id} is not in this server's library")
+        restart = _restarts().get(d.signature.id, unknown)
+    host = d.initiating.host if d.initiating else None
+    return replace(d, advice=advise(restart, status=d.status.value, confidence=d.confidence, host=host))
 
 
 def repeated(
@@ -58,8 +81,9 @@ def bad_host_counts(advice: Advice, earlier: Mapping[str, Sequence[PastRun]], si
 
 
 async def with_history(store: Store, d: Diagnosis, diagnosis_id: str, meta: Mapping[str, str]) -> Diagnosis:
-    """``d`` with its advice refined by the runs before this one (H1-H3); unchanged when it has
+    """``d`` with its advice refined by the runs before this one (H0-H3); unchanged when it has
     no advice."""
+    d = advised(d)
     if d.advice is None:
         return d
     history = RunHistory(store)
