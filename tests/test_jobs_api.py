@@ -127,3 +127,20 @@ def test_the_shell_recipe_in_the_docs_signs_the_same() -> None:
         check=True,
     ).stdout.strip()
     assert f"v1={out}" == sign(SECRET, "1700000000", b"GET /jobs/prod-4242")
+
+
+class _BrokenEntry:
+    async def get(self, key: str) -> str:
+        return "diag-1"
+
+    async def hgetall(self, key: str) -> dict[str, str]:
+        return {"diagnosis": "{not json", "created_at": "1"}
+
+
+async def test_an_unreadable_stored_diagnosis_is_503_not_500() -> None:
+    app = web.Application()
+    app.router.add_get("/jobs/{job_id:.+}", jobs_handler({"default": SECRET}, Store(_BrokenEntry())))
+    async with TestClient(TestServer(app, host="127.0.0.1")) as client:
+        resp = await client.get("/jobs/4246", headers=signed_get("4246"))
+        assert resp.status == 503
+        assert await resp.json() == {"error": "the stored diagnosis cannot be read"}

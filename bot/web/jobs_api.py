@@ -74,6 +74,9 @@ def jobs_handler(
         except (RedisError, OSError) as exc:  # Redis away: the caller retries, nothing is lost
             log.warning("GET /jobs/%s: the store is unreachable: %s", job_id, exc)
             return _answer(503, {"error": "the store is unreachable; retry later"}, retry_after=RETRY_AFTER_S)
+        except ValueError as exc:  # a stored entry that is not JSON: say so, never a 500
+            log.error("GET /jobs/%s: the stored diagnosis cannot be read: %r", job_id, exc)
+            return _answer(503, {"error": "the stored diagnosis cannot be read"})
         if stored is None:
             return _answer(
                 404, {"error": "no diagnosis for this job (not reported, not done yet, or expired)"}
