@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from signatures.advice import Advice
+
 
 class Status(StrEnum):
     FAILURE = "failure"  # a known signature names the initiating failure
@@ -92,6 +94,7 @@ class Diagnosis:
     files: tuple[str, ...] = ()
     lines_read: int = 0
     bytes_read: int = 0
+    advice: Advice | None = None  # what to do with the job next; None when nothing ended it
 
     @property
     def headline(self) -> str:
@@ -121,6 +124,7 @@ class Diagnosis:
             "files": list(self.files),
             "lines_read": self.lines_read,
             "bytes_read": self.bytes_read,
+            "advice": self.advice.to_dict() if self.advice else None,
         }
 
     @classmethod
@@ -157,6 +161,7 @@ class Diagnosis:
             files=tuple(data.get("files", [])),
             lines_read=int(data.get("lines_read", 0)),
             bytes_read=int(data.get("bytes_read", 0)),
+            advice=Advice.from_dict(data["advice"]) if data.get("advice") else None,  # older: none
         )
 
 

@@ -8,7 +8,7 @@ from signatures.spec import Signature
 
 
 def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
-    """Markdown listing every signature: id, title, category, role and fingerprints."""
+    """Markdown listing every signature: id, title, category, role, restart class and fingerprints."""
     out = [
         "# Signature library",
         "",
@@ -26,6 +26,8 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
                 f"### `{s.id}`: {s.title}",
                 "",
                 f"role: **{s.role.value}** · severity: {s.severity.value}",
+                "",
+                f"restart: **{s.restart.cls.value}**: {s.restart.reason}",
                 "",
             ]
             for fp in s.fingerprints:

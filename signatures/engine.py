@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from signatures.advice import advise
 from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
 from signatures.errors import InputTooLarge
 from signatures.flight_recorder import read_any, with_findings
@@ -156,13 +157,14 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     groups = _downstream(ranked[1:], top, scans)
     initiating = _evidence(top)
     why = _why(top, groups, ranked)
+    confidence = _confidence(top, ranked, groups)
     summary = sig.summary if sig else f"An error no signature knows: {initiating.text.strip()[:300]}"
     if status is Status.CLEAN:
         summary = f"No failure found. Most notable warning: {sig.title}." if sig else "No failure found."
     return Diagnosis(
         status=status,
         signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
-        confidence=_confidence(top, ranked, groups),
+        confidence=confidence,
         initiating=initiating,
         downstream=tuple(groups),
         why=tuple(why),
@@ -177,6 +179,9 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         files=files,
         lines_read=lines_read,
         bytes_read=bytes_read,
+        advice=advise(
+            sig.restart if sig else None, status=status.value, confidence=confidence, host=initiating.host
+        ),
     )
 
 

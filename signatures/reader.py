@@ -9,6 +9,7 @@ from signatures.patterns import PatternProblem, check_pattern
 from signatures.spec import (
     CATEGORIES,
     ID_RE,
+    RESTART_REASON_MAX,
     DecisionPath,
     Fingerprint,
     FixStep,
@@ -18,10 +19,13 @@ from signatures.spec import (
     NegativeSample,
     PositiveSample,
     Problem,
+    Restart,
+    RestartClass,
     Role,
     Severity,
     Signature,
     Symptom,
+    default_restart,
 )
 
 # Field name -> (required, kind). Kinds are checked by SignatureReader below.
@@ -51,6 +55,7 @@ _TOP_FIELDS: dict[str, tuple[bool, str]] = {
     "related": (True, "strlist"),
     "references": (True, "strlist"),
     "merges": (False, "list"),
+    "restart": (False, "map"),  # required on initiating signatures: see _restart
     "samples": (True, "map"),
 }
 _FINGERPRINT_FIELDS = {"literal", "regex", "ignore_case", "versions", "note"}
@@ -67,6 +72,7 @@ _MISSING_FIELDS = {"ask", "when", "unless_env"}
 _FOLLOW_UP_FIELDS = {"question", "answer", "intent"}
 _POSITIVE_FIELDS = {"log", "line", "source", "diagnosis"}
 _NEGATIVE_FIELDS = {"log", "why"}
+_RESTART_FIELDS = {"class", "reason"}
 
 
 class SignatureReader:
@@ -169,6 +175,7 @@ class SignatureReader:
         except ValueError:
             self.problem("role", f"one of {', '.join(r.value for r in Role)}")
             role = Role.INITIATING
+        restart = self._restart(doc.get("restart"), role)
         priority = doc.get("priority", 0)
         if not isinstance(priority, int) or isinstance(priority, bool):
             self.problem("priority", "must be an integer")
@@ -281,10 +288,30 @@ class SignatureReader:
             related=self._strlist(doc["related"], "related"),
             references=self._strlist(doc["references"], "references"),
             merges=merges,
+            restart=restart,
             positive=positive,
             negative=negative,
             path=self.file,
         )
+
+    def _restart(self, value: Any, role: Role) -> Restart:
+        # An initiating signature names the cause, so it must say what a restart would do; the
+        # others only re-report a cause printed elsewhere and default to unknown.
+        if value is None:
+            if role is Role.INITIATING:
+                self.problem("restart", "required on initiating signatures: {class, reason}")
+            return default_restart(role)
+        raw = self._map(value, "restart", _RESTART_FIELDS, _RESTART_FIELDS)
+        try:
+            cls = RestartClass(str(raw.get("class")))
+        except ValueError:
+            if "class" in raw:
+                self.problem("restart.class", f"one of {', '.join(c.value for c in RestartClass)}")
+            cls = RestartClass.UNKNOWN
+        reason = self._str(raw.get("reason"), "restart.reason") if "reason" in raw else ""
+        if "\n" in reason.strip() or len(reason) > RESTART_REASON_MAX:
+            self.problem("restart.reason", f"must be one line of at most {RESTART_REASON_MAX} characters")
+        return Restart(cls, " ".join(reason.split()))
 
     def _list(self, value: Any, where: str, *, nonempty: bool = False) -> list[Any]:
         if not isinstance(value, list):

@@ -19,6 +19,38 @@ class Role(StrEnum):
     BENIGN = "benign"  # a warning that is usually harmless
 
 
+class RestartClass(StrEnum):
+    """What a restart of the job would do, judged from the failure's own mechanism."""
+
+    TRANSIENT = "transient"  # the cause passes (preemption, a network flake): restart from a checkpoint
+    NODE = "node"  # one host is bad (ECC, Xid 79): restart without that host
+    DETERMINISTIC = "deterministic"  # the same code, data and settings fail the same way: stop
+    UNKNOWN = "unknown"  # the signature cannot tell: a person looks first
+
+
+# A one-line reason reads after "Restart without host-7: " in Slack, so it stays short.
+RESTART_REASON_MAX = 200
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A signature's restart class and the one-line reason shown with the advice."""
+
+    cls: RestartClass
+    reason: str
+
+
+def default_restart(role: Role) -> Restart:
+    """The restart block of a non-initiating signature that states none: it only reports a
+    failure printed elsewhere, so the class is unknown."""
+    if role is Role.BENIGN:
+        return Restart(RestartClass.UNKNOWN, "a warning alone is no reason to stop or restart a job")
+    return Restart(
+        RestartClass.UNKNOWN,
+        f"this {role.value} line only reports a failure printed elsewhere; find that failure first",
+    )
+
+
 class Severity(StrEnum):
     CRITICAL = "critical"
     HIGH = "high"
@@ -166,6 +198,7 @@ class Signature:
     excludes: tuple[Fingerprint, ...] = ()
     traceback_frames: tuple[str, ...] = ()
     merges: tuple[Merge, ...] = ()
+    restart: Restart = Restart(RestartClass.UNKNOWN, "no restart class was given")
     path: str = field(default="", compare=False)
 
 

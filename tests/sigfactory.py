@@ -20,6 +20,7 @@ def signature_doc(
         "tags": ["test"],
         "severity": "high",
         "role": role,
+        "restart": {"class": "unknown", "reason": f"test signature {sig_id}"},
         "fingerprints": [{"literal": f"{sig_id} happened"}],
         "summary": "s",
         "mechanism": "m",

@@ -332,6 +332,7 @@ def test_the_readme_documents_exactly_the_keys_the_json_has(capsys: pytest.Captu
     assert documented["signature"] == set(data["signature"])
     assert documented["initiating"] == set(data["initiating"])
     assert documented["downstream"] == set(data["downstream"][0])
+    assert documented["advice"] == set(data["advice"])
 
 
 def test_the_json_table_parser_sees_a_missing_key() -> None:

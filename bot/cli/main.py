@@ -16,6 +16,7 @@ EXIT_SIGPIPE = 141  # what a shell reports for a writer killed by SIGPIPE (`denp
 # command needs is imported, so `denpex diagnose` starts without the Slack and Redis stacks.
 COMMANDS: dict[str, str] = {
     "diagnose": "bot.cli.diagnose",
+    "advise": "bot.cli.advise",
     "signatures": "bot.cli.signatures",
     "report": "bot.cli.report",
     "jobs": "bot.cli.jobs",

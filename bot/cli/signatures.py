@@ -98,6 +98,8 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         out.console.print(Panel(f"[bold]{escape(sig.title)}[/bold]\n{escape(head)}"))
     out.text(sig.summary)
+    out.heading("If it ends a job", sig.restart.cls.value)
+    out.text(sig.restart.reason)
     out.heading("Mechanism")
     out.text(sig.mechanism)
     out.heading("Fingerprints")

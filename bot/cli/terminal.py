@@ -75,6 +75,10 @@ def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None
     _headline(d, out)
     if d.summary:
         out.text(d.summary)
+    if d.advice:  # right under the headline: at 3 a.m. the question is whether to requeue
+        out.heading("What to do next", f"{d.advice.decision.value} · confidence {d.advice.confidence:.2f}")
+        out.text(d.advice.line)
+        out.bullets(d.advice.history)
     if d.initiating:
         i = d.initiating
         facts = [

@@ -79,6 +79,21 @@ class Keys:
         """Hash of counters per signature: diagnoses, confirmed, disputed (kept, no TTL)."""
         return f"{self.prefix}:sigstats:{signature_id}"
 
+    def job_runs(self, job_key: str) -> str:
+        """Sorted set of diagnosis ids of one job name's runs, scored by time, for the advice's
+        repeat rule (retention TTL)."""
+        return f"{self.prefix}:runs:{_safe(job_key)}"
+
+    def host_failures(self, host: str) -> str:
+        """Sorted set of diagnosis ids with a bad-host (node) failure on this host, scored by time,
+        for the advice's host rule (retention TTL)."""
+        return f"{self.prefix}:hostfail:{_safe(host)}"
+
+    def scheduler_job(self, job_id: str) -> str:
+        """String: the diagnosis id of a scheduler's job id (webhook ``job_id``), for
+        ``GET /jobs/<job_id>`` (retention TTL)."""
+        return f"{self.prefix}:schedjob:{_safe(job_id)}"
+
 
 def _safe(part: str) -> str:
     # Dedupe keys come from outside (webhook job ids); keep key names short and printable.

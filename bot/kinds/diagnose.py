@@ -11,6 +11,7 @@ from bot.jobs.limits import WorkerLimits
 from bot.jobs.outcomes import JobFailed, PostedReply
 from bot.jobs.store import fingerprint, recurrence_text
 from bot.jobs.worker import JobContext, Worker
+from bot.kinds.advising import remember, with_history
 from bot.ops import metrics
 from bot.pages.links import ReportLinks
 from bot.slack.render import META_REPORT_URL
@@ -79,9 +80,11 @@ async def answer(
     """Store ``diagnosis``, post it in the job's thread, record that, and update the parent."""
     origin = job.channel
     threaded = await worker.open_thread(job)
+    diagnosis = await with_history(worker.store, diagnosis, job.id, job.meta)  # before this run counts
     data = diagnosis.to_dict()
     metrics.diagnosis_made(diagnosis.signature.id if diagnosis.signature else None, data["status"])
     await worker.store.save(job.id, data, job=job, channel=origin, thread_ts=threaded.thread_ts)
+    await remember(worker.store, diagnosis, job.id, job.meta)
     meta = {**job.meta, **(report_meta or {})}  # stored first (above): the link opens at once
     fp = fingerprint(data)
     if fp:

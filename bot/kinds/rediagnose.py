@@ -11,6 +11,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.jobs.store import StoredDiagnosis
 from bot.jobs.worker import JobContext
+from bot.kinds.advising import with_history
 from bot.kinds.diagnose import DiagnoseKind
 from bot.kinds.posting import in_thread
 from bot.slack.render import render_diagnosis
@@ -36,6 +37,7 @@ def make_rediagnose(evidence: ThreadEvidence, diagnose: DiagnoseKind) -> Callabl
         new = await diagnose.run_engine(replace(job, logs=refs))
         asked = await evidence.asked(channel, thread)
         new = replace(new, missing_facts=tuple(f for f in new.missing_facts if f not in asked))
+        new = await with_history(ctx.store, new, stored.id, stored.meta or {})  # the same run's history
         changed = describe_change(previous, new, [r.name for r in job.logs])
         await ctx.store.save(stored.id, new.to_dict(), job=job, channel=channel, thread_ts=thread)
         await evidence.record(channel, thread, job.logs)

@@ -86,6 +86,7 @@ class ReportView:
     signature_id: str | None
     confidence: int
     summary: str
+    advice: str | None  # what to do with the job next, in one line
     first: FirstFailure | None
     glance: tuple[tuple[str, str], ...]
     timeline: Timeline
@@ -121,6 +122,7 @@ def build_view(d: Diagnosis, info: ReportInfo) -> ReportView:
         signature_id=d.signature.id if d.signature else None,
         confidence=round(d.confidence * 100),
         summary=d.summary,
+        advice=" ".join([d.advice.line, *d.advice.history]) if d.advice else None,
         first=first,
         glance=_glance(d, timeline, first, silent),
         timeline=timeline,

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from bot.slack import blocks as bk
+from bot.slack.advice import advice_section
 from bot.slack.blocks import (
     MAX_BLOCKS,
     MAX_FALLBACK,
@@ -149,6 +150,8 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     meta = dict(job_meta or {})
     blocks: list[dict[str, Any]] = [bk.header(_headline(d))]
     optional: list[dict[str, Any]] = []  # dropped from the end first when over the size budget
+    if d.advice is not None:  # the 3 a.m. question first: requeue it or not
+        blocks.append(advice_section(d.advice))
 
     if meta.get("changed"):
         blocks.append(bk.section(f":arrows_counterclockwise: *What changed:* {escape(meta['changed'])}"))

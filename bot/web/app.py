@@ -35,6 +35,7 @@ from bot.ops import metrics
 from bot.ops.settings import Settings
 from bot.slack.reply import make_client
 from bot.slack.thread import ThreadEvidence, ThreadReplier
+from bot.web.jobs_api import mount_jobs_api
 from bot.web.reports import mount_reports
 from bot.web.routing import mount_webhook
 from handlers import actions, messages, slash
@@ -228,6 +229,7 @@ def create_app(
     metrics.mount(app, _queue_probe(queue))
     mount_webhook(app, settings, queue=rt, redis=redis)
     mount_reports(app, settings, store=store, bolt=bolt)
+    mount_jobs_api(app, settings, store=store)
 
     async def on_startup(_app: web.Application) -> None:
         await queue.setup()
