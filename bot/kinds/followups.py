@@ -15,11 +15,11 @@ from bot.kinds.posting import answer_where_asked, in_thread, privately, stored_o
 from bot.model.answerer import ModelAnswerer
 from bot.slack import answers as followup
 from bot.slack.intents import menu
+from bot.slack.model_reply import render_model_answer
 from bot.slack.render import (
     escape,
     render_choices,
     render_evidence,
-    render_model_answer,
     render_signature,
     render_text,
 )
