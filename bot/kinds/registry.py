@@ -90,7 +90,9 @@ def build_worker(
     )
     store = Store(redis, keys=keys, retention_s=retention_s)
     evidence = ThreadEvidence(redis, keys, retention_s)
-    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    client = client or make_client(
+        settings.slack_bot_token, settings.slack_api_url, timeout=settings.slack_timeout_s
+    )
     return make_worker(
         queue,
         store,

@@ -46,6 +46,16 @@ class Settings:
     webhook_max_bytes: int = 32 * 1024 * 1024  # largest webhook body (an inline log)
     retention_days: int = 30
     workers: int = 1
+    # Connections one process opens to Redis at most; past it, callers wait up to the pool
+    # timeout for a free one instead of failing (a burst of webhooks, many jobs at once).
+    redis_max_connections: int = 200
+    redis_pool_timeout_s: float = 2.0
+    dead_letter_days: int = 14  # dead-lettered jobs (redacted) are deleted after this
+    slack_timeout_s: float = 30.0  # one Slack Web API call
+    # New diagnoses per UTC day; 0: unlimited.
+    allowance_user: int = 200
+    allowance_channel: int = 500
+    allowance_webhook_key: int = 2000
 
     @property
     def socket_mode(self) -> bool:
@@ -94,6 +104,13 @@ def _positive_float(raw: str) -> float:
     value = float(raw)
     if not value > 0:
         raise ValueError(f"expected a positive number, got {raw!r}")
+    return value
+
+
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"expected 0 (unlimited) or a positive integer, got {raw!r}")
     return value
 
 
@@ -156,6 +173,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         webhook_max_bytes=_parse(env, "DENPEX_WEBHOOK_MAX_BYTES", _positive_int, 32 * 1024 * 1024),
         retention_days=_parse(env, "DENPEX_RETENTION_DAYS", _positive_int, 30),
         workers=_parse(env, "DENPEX_WORKERS", _positive_int, 1),
+        redis_max_connections=_parse(env, "DENPEX_REDIS_MAX_CONNECTIONS", _positive_int, 200),
+        redis_pool_timeout_s=_parse(env, "DENPEX_REDIS_POOL_TIMEOUT_S", _positive_float, 2.0),
+        dead_letter_days=_parse(env, "DENPEX_DEAD_LETTER_DAYS", _positive_int, 14),
+        slack_timeout_s=_parse(env, "DENPEX_SLACK_TIMEOUT_S", _positive_float, 30.0),
+        allowance_user=_parse(env, "DENPEX_ALLOWANCE_USER", _count, 200),
+        allowance_channel=_parse(env, "DENPEX_ALLOWANCE_CHANNEL", _count, 500),
+        allowance_webhook_key=_parse(env, "DENPEX_ALLOWANCE_WEBHOOK_KEY", _count, 2000),
     )
 
 

@@ -30,6 +30,7 @@ from signatures.diagnosis import Diagnosis
 log = logging.getLogger(__name__)
 
 SLACK_API_URL = "https://slack.com/api/"
+TIMEOUT_S = 30.0  # one Web API call
 RETRIES = 3  # per call, for each of: connection errors, 429 (after Retry-After), 500/503
 # chat.postMessage errors that mean "the bot cannot post here": answer through response_url.
 CANNOT_POST_HERE = frozenset(
@@ -41,11 +42,14 @@ REPLY_EVENT = "denpex_reply"
 BAD_BLOCKS = frozenset({"invalid_blocks", "msg_blocks_too_long", "invalid_blocks_format"})
 
 
-def make_client(token: str, base_url: str | None = None, *, retries: int = RETRIES) -> AsyncWebClient:
+def make_client(
+    token: str, base_url: str | None = None, *, retries: int = RETRIES, timeout: float = TIMEOUT_S
+) -> AsyncWebClient:
     """A Web API client that retries 429 (honouring Retry-After), 500/503 and lost connections."""
     client = AsyncWebClient(
         token=token,
         base_url=base_url or SLACK_API_URL,
+        timeout=timeout,  # type: ignore[arg-type]  # an int in the stubs; aiohttp takes seconds
         retry_handlers=[
             AsyncConnectionErrorRetryHandler(max_retry_count=retries),
             AsyncRateLimitErrorRetryHandler(max_retry_count=retries),
