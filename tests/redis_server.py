@@ -5,10 +5,12 @@ Tests that stop Redis, or read its append-only file, cannot share the suite's ``
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +61,13 @@ class RedisProcess:
         files = [p for p in self.directory.rglob("*") if p.is_file() and ".aof" in p.name]
         assert files, f"no append-only file under {self.directory}"
         return b"".join(p.read_bytes() for p in sorted(files))
+
+    async def wait_ready(self, timeout_s: float = 20) -> None:
+        """Return once the server answers (it takes a moment to start, or to load its AOF)."""
+        deadline = time.monotonic() + timeout_s
+        while not await self.ready():
+            assert time.monotonic() < deadline, f"redis-server on port {self.port} did not start"
+            await asyncio.sleep(0.05)
 
     async def ready(self) -> bool:
         try:

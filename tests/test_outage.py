@@ -70,7 +70,7 @@ async def _serve(slack: SlackStandin, redis: aioredis.Redis) -> TestClient:
 
 @pytest.fixture
 async def app_on_own_redis(own_redis: RedisProcess, slack_api: SlackStandin) -> AsyncIterator[App]:
-    await _until(own_redis.ready)
+    await own_redis.wait_ready()
     redis = connection.client(own_redis.url)
     http = await _serve(slack_api, redis)
     try:
@@ -78,13 +78,6 @@ async def app_on_own_redis(own_redis: RedisProcess, slack_api: SlackStandin) -> 
     finally:
         await http.close()
         await redis.aclose()
-
-
-async def _until(check: Any, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "redis-server did not start"
-        await asyncio.sleep(0.05)
 
 
 def _assert_503(status: int, headers: Any) -> None:
@@ -121,7 +114,7 @@ async def test_redis_down_every_route_answers_503_with_retry_after(
 
 
 async def test_a_burst_past_the_pool_waits_for_a_connection(own_redis: RedisProcess) -> None:
-    await _until(own_redis.ready)
+    await own_redis.wait_ready()
     redis = connection.client(own_redis.url, max_connections=4, pool_timeout_s=5.0)
     try:
         # 100 commands at once on 4 connections: they queue for a connection, none fails.
@@ -136,7 +129,7 @@ async def test_a_burst_past_the_pool_waits_for_a_connection(own_redis: RedisProc
 async def test_no_free_connection_in_time_answers_503(
     own_redis: RedisProcess, slack_api: SlackStandin
 ) -> None:
-    await _until(own_redis.ready)
+    await own_redis.wait_ready()
     redis = connection.client(own_redis.url, max_connections=2, pool_timeout_s=0.2)
     http = await _serve(slack_api, redis)
     try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from signatures.redact import redact
+
 DEFAULT_PREFIX = "denpex"
 GROUP = "workers"  # the one consumer group every worker joins
 
@@ -81,7 +83,8 @@ class Keys:
 
 
 def _safe(part: str) -> str:
-    # Dedupe keys come from outside (webhook job ids); keep key names short and printable.
-    if len(part) <= 120 and part.isprintable() and " " not in part:
+    # Dedupe keys come from outside (webhook job ids); keep key names short and printable, and
+    # never let a secret-looking id into a key name (key names are in the append-only file too).
+    if len(part) <= 120 and part.isprintable() and " " not in part and redact(part) == part:
         return part
     return "h:" + hashlib.sha256(part.encode()).hexdigest()

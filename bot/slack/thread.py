@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 
 from bot.jobs.keys import Keys
+from bot.jobs.masking import excerpt
 from bot.jobs.outcomes import PostedReply
 from bot.jobs.store import DEFAULT_RETENTION_S, Store, StoredDiagnosis, fingerprint
 from bot.slack.reply import SlackReplier
@@ -84,12 +85,7 @@ INLINE_TAIL = 448 * 1024
 
 def _excerpt(text: str) -> str:
     """At most INLINE_HEAD + INLINE_TAIL characters of a pasted log, cut at line ends."""
-    if len(text) <= INLINE_HEAD + INLINE_TAIL:
-        return text
-    head = text[:INLINE_HEAD].rsplit("\n", 1)[0]
-    tail = text[-INLINE_TAIL:].split("\n", 1)[-1]
-    skipped = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {skipped} characters of this log were not kept ...]\n{tail}"
+    return excerpt(text, INLINE_HEAD, INLINE_TAIL)
 
 
 def log_identity(ref: LogRef) -> tuple[str, str]:
