@@ -205,3 +205,15 @@ async def test_dead_letters_are_redacted_bounded_and_expire(fake_redis: Any, key
     assert 0 < await fake_redis.ttl(queue.keys.dead) <= 1
     await asyncio.sleep(1.1)
     assert await queue.dead_letters() == []  # past the age limit: trimmed when listed
+
+
+def test_dead_letter_expiry_comes_from_the_settings(fake_redis: Any) -> None:
+    from bot.kinds.registry import build_worker
+    from bot.ops.settings import load_settings
+
+    settings = load_settings({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"})
+    assert build_worker(settings, fake_redis).queue.dead.ttl_s == 14 * 24 * 3600
+    settings = load_settings(
+        {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s", "DENPEX_DEAD_LETTER_DAYS": "2"}
+    )
+    assert build_worker(settings, fake_redis).queue.dead.ttl_s == 2 * 24 * 3600
