@@ -68,6 +68,7 @@ class _Fault:
     remaining: int
     retry_after: int
     error: str | None = None  # with status 200: answer {"ok": false, "error": error}
+    landed: bool = False  # do the call (post the message), then answer the failure
 
 
 @dataclass
@@ -138,10 +139,12 @@ class SlackStandin:
         times: int = 1,
         retry_after: int = 1,
         error: str | None = None,
+        landed: bool = False,
     ) -> None:
         """Answer the next ``times`` calls of ``method`` with ``status`` (429 or 5xx), or with
-        ``{"ok": false, "error": error}`` when ``error`` is given."""
-        self._faults[method].append(_Fault(status, times, retry_after, error))
+        ``{"ok": false, "error": error}`` when ``error`` is given; with ``landed`` the call is
+        done all the same (a message posted behind a 500)."""
+        self._faults[method].append(_Fault(status, times, retry_after, error, landed))
 
     def answer_late(self, method: str, delay_s: float, times: int = 1) -> None:
         """Do the next ``times`` calls of ``method`` (a message is posted), but answer each only
@@ -253,6 +256,8 @@ class SlackStandin:
         if fault is not None and fault.error is not None:
             return web.json_response({"ok": False, "error": fault.error}, status=fault.status)
         if fault is not None:
+            if fault.landed:
+                self._answer(method, call.args)
             call.status = fault.status
             headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
             error = "ratelimited" if fault.status == 429 else "internal_error"

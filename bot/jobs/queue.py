@@ -14,6 +14,7 @@ it deletes entries whether or not they were delivered.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -299,6 +300,21 @@ class JobQueue:
         """What a job already posted: ``parent_ts``, ``parent_channel``, ``reply_ts``..."""
         data: dict[str, str] = await self.redis.hgetall(self.keys.job_progress(job_id))
         return data
+
+    async def mark_intent(self, job_id: str, what: str) -> float | None:
+        """Record that the job is about to post ``what`` (``parent_intent``, ``reply_intent``).
+
+        Returns when an earlier attempt recorded the same intent (it may have posted: look in
+        Slack before posting again), or None when this is the first attempt.
+        """
+        key = self.keys.job_progress(job_id)
+        now = repr(time.time())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, what, now)
+            pipe.hget(key, what)
+            pipe.expire(key, PROGRESS_TTL_S)
+            first, value, _ = await pipe.execute()
+        return None if first else float(value or 0)
 
     async def set_progress(self, job_id: str, **fields: str) -> None:
         """Record what a job posted, so a retry never posts it twice."""

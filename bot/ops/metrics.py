@@ -19,6 +19,11 @@ from prometheus_client import (
     generate_latest,
 )
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
@@ -232,18 +237,19 @@ class _SlackObserver(AsyncRetryHandler):
         return False
 
 
-_RETRY_REASONS = {
-    "AsyncRateLimitErrorRetryHandler": "rate_limited",
-    "AsyncServerErrorRetryHandler": "server_error",
-    "AsyncConnectionErrorRetryHandler": "connection",
-}
+# By class, so subclasses (bot.slack.reply's post-aware handlers) count under their kind.
+_RETRY_REASONS: tuple[tuple[type[AsyncRetryHandler], str], ...] = (
+    (AsyncRateLimitErrorRetryHandler, "rate_limited"),
+    (AsyncServerErrorRetryHandler, "server_error"),
+    (AsyncConnectionErrorRetryHandler, "connection"),
+)
 
 
 def observe_slack_client(client: Any) -> Any:
     """Count a Slack client's failed calls and its retries (by the retry handler that retried)."""
     handlers = [h for h in client.retry_handlers if not isinstance(h, _SlackObserver)]
     for handler in handlers:
-        reason = _RETRY_REASONS.get(type(handler).__name__, type(handler).__name__)
+        reason = next((r for kind, r in _RETRY_REASONS if isinstance(handler, kind)), type(handler).__name__)
         if getattr(handler, "_denpex_counted", False):
             continue
         original = handler.prepare_for_next_attempt_async
