@@ -77,6 +77,11 @@ class Keys:
         """Set of missing facts already asked in a thread, never asked twice (retention TTL)."""
         return f"{self.prefix}:threadasked:{channel}:{thread_ts}"
 
+    def allowance(self, day: str, scope: str, ident: str) -> str:
+        """Counter of new diagnoses of one user, channel or webhook key on one UTC day
+        (``YYYYMMDD``); expires an hour after that day ends."""
+        return f"{self.prefix}:allowance:{day}:{scope}:{_safe(ident)}"
+
     def signature_stats(self, signature_id: str) -> str:
         """Hash of counters per signature: diagnoses, confirmed, disputed (kept, no TTL)."""
         return f"{self.prefix}:sigstats:{signature_id}"

@@ -132,6 +132,10 @@ class JobQueue:
         metrics.job_enqueued(job.source)
         return True
 
+    async def seen(self, job: Job) -> bool:
+        """True when a job with ``job``'s dedupe key was queued within the dedupe window."""
+        return bool(await self.redis.exists(self.keys.dedupe(job.dedupe_key)))
+
     # -- consuming ----------------------------------------------------------------------------
 
     async def read(self, consumer: str, *, count: int = 1, block_ms: int | None = None) -> list[Delivery]:

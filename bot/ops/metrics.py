@@ -93,6 +93,13 @@ WEBHOOK_REQUESTS = Counter(
     registry=REGISTRY,
 )
 
+ALLOWANCE_REFUSALS = Counter(
+    "denpex_allowance_refusals",
+    "New diagnoses refused because a daily allowance was used, by scope.",
+    ["scope"],
+    registry=REGISTRY,
+)
+
 # Set by the app factory: reads (lag, pending) from Redis when /metrics is scraped.
 QueueProbe = Callable[[], Awaitable[tuple[int | None, int | None]]]
 
@@ -142,6 +149,11 @@ def slack_retry(reason: str) -> None:
 def webhook_answered(status: int) -> None:
     """Count a job-failure webhook answer by HTTP status."""
     WEBHOOK_REQUESTS.labels(str(status)).inc()
+
+
+def allowance_refused(scope: str) -> None:
+    """Count a job refused by a daily allowance (``user``, ``channel``, ``webhook_key``)."""
+    ALLOWANCE_REFUSALS.labels(scope).inc()
 
 
 def queue_depth(lag: int | None, pending: int | None) -> None:

@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.jobs import connection as redis_conn
+from bot.jobs.allowance import AllowanceCounter, AllowanceExceeded, Allowances
 from bot.jobs.keys import Keys
 from bot.jobs.queue import JobQueue, QueueFull
 from bot.jobs.store import Store
@@ -34,6 +35,7 @@ from bot.ops import metrics
 from bot.ops.settings import Settings
 from bot.slack.reply import make_client
 from bot.slack.thread import ThreadEvidence, ThreadReplier
+from bot.web.admission import AllowanceQueue, admission_middleware, tell_refused
 from bot.web.outage import RETRY_AFTER_S, bolt_unavailable, outage_middleware
 from bot.web.routing import mount_webhook
 from handlers import actions, messages, slash
@@ -62,14 +64,15 @@ class Runtime:
     evidence: ThreadEvidence
     worker: Worker
     bolt: AsyncApp
+    admission: AllowanceQueue
     own_redis: bool = False
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
 
     async def enqueue(self, job: Job) -> bool:
-        """Queue a job once per dedupe key (the queue counts it in the metrics)."""
-        return await self.queue.enqueue(job)
+        """Queue a job once per dedupe key, within the daily allowances (``AllowanceExceeded``)."""
+        return await self.admission.enqueue(job)
 
     async def claim(self, key: str) -> bool:
         """SET NX on a fact (a file id): True for the first caller only, for a day."""
@@ -184,6 +187,10 @@ def create_app(
     async def enqueue(job: Job) -> bool:
         try:
             return await holder["rt"].enqueue(job)
+        except AllowanceExceeded as exc:
+            # Not an error: the person who asked is told why, and nothing is retried.
+            await tell_refused(client, job, exc)
+            return False
         except (QueueFull, RedisError, OSError) as exc:
             # Acknowledged already, but nothing was queued: say so where the user asked.
             await _tell_not_queued(client, job, exc)
@@ -207,10 +214,18 @@ def create_app(
         release=release,
         process_before_response=process_before_response,
     )
-    rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, own_redis)
+    allowances = Allowances(
+        user=settings.allowance_user,
+        channel=settings.allowance_channel,
+        webhook_key=settings.allowance_webhook_key,
+    )
+    admission = AllowanceQueue(queue, AllowanceCounter(redis, allowances, keys=keys))
+    rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, admission, own_redis)
     holder["rt"] = rt
 
-    app = web.Application(client_max_size=CLIENT_MAX_SIZE, middlewares=[outage_middleware])
+    app = web.Application(
+        client_max_size=CLIENT_MAX_SIZE, middlewares=[outage_middleware, admission_middleware]
+    )
     app[RUNTIME] = rt
 
     async def slack_events(request: web.Request) -> web.Response:
