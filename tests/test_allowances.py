@@ -40,6 +40,10 @@ def _job(
     return Job(source="slash", dedupe_key=f"a-{n}", channel=channel, user=user, kind=kind, **kw)
 
 
+def _webhook_answers(status: int) -> float:
+    return float(metrics.WEBHOOK_REQUESTS.labels(str(status))._value.get())
+
+
 def _refusals(scope: str) -> float:
     return float(metrics.ALLOWANCE_REFUSALS.labels(scope)._value.get())
 
@@ -131,6 +135,7 @@ async def test_webhook_key_past_its_allowance_gets_429_until_midnight(
         "DENPEX_WEBHOOK_BURST": "100",
     }
     before = _refusals(WEBHOOK_KEY)
+    answered_before = {code: _webhook_answers(code) for code in (429, 503)}
     async with Denpex(slack_api, redis_for_app, env=env) as app:
         statuses = []
         for n in range(3):
@@ -153,6 +158,9 @@ async def test_webhook_key_past_its_allowance_gets_429_until_midnight(
         assert "This webhook key has used its 3 Denpex diagnoses for today" in answer["error"]
         assert (await app.runtime.queue.stats())["length"] == 3
     assert _refusals(WEBHOOK_KEY) == before + 1
+    # Counted as the 429 it was answered, not as an outage.
+    assert _webhook_answers(429) == answered_before[429] + 1
+    assert _webhook_answers(503) == answered_before[503]
 
 
 async def test_user_past_the_allowance_is_told_politely_and_questions_still_work(

@@ -89,6 +89,13 @@ async def tell_refused(client: AsyncWebClient, job: Job, exc: AllowanceExceeded)
         log.warning("could not tell about a refused job: %s", type(err).__name__)
 
 
+def count_answer(status: int) -> None:
+    """The webhook route's answer counter: a refusal it answered 5xx is counted as the 429 the
+    middleware turns it into."""
+    refused = bool(_refusals.get()) and status >= 500
+    metrics.webhook_answered(429 if refused else status)
+
+
 def too_many(exc: AllowanceExceeded) -> web.Response:
     """429 with Retry-After until the allowance resets."""
     return web.json_response(
@@ -108,6 +115,7 @@ async def admission_middleware(request: web.Request, handler: Handler) -> web.St
     try:
         response = await handler(request)
     except AllowanceExceeded as exc:
+        metrics.webhook_answered(429)
         return too_many(exc)
     finally:
         _refusals.reset(refusal_token)
