@@ -172,3 +172,32 @@ async def test_a_reply_posted_by_an_older_denpex_is_recognised(stack: WorkerStac
     )
     assert await stack.replier.find_reply(job, "C1", "1700.000009") == posted["ts"]
     assert await stack.replier.find_reply(_job(2), "C1", "1700.000009") is None
+
+
+def crashing_engine(files: list[tuple[str, str]], max_text_bytes: int) -> dict[str, Any]:
+    """A log that kills the engine's process every time."""
+    import os
+
+    os._exit(3)
+
+
+async def test_the_given_up_note_is_posted_once_when_dead_lettering_fails(
+    stack: WorkerStack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    move = stack.queue.dead_letter
+    failures: list[str] = []
+
+    async def flaky(delivery: Any, reason: str) -> str:
+        if not failures:
+            failures.append(reason)
+            raise redis.exceptions.ConnectionError("Redis went away")
+        return await move(delivery, reason)
+
+    monkeypatch.setattr(stack.queue, "dead_letter", flaky)
+    job = _job(thread_ts="1700.000050")
+    await stack.queue.enqueue(job)
+    await stack.worker(engine=crashing_engine).drain(timeout_s=60)
+    assert failures  # the note was posted, then the move to the dead letters failed once
+    [note] = stack.slack.thread("C1", "1700.000050")
+    assert "gave up" in note.text and note.metadata == tag(job.id, "gave_up")
+    assert len(await stack.queue.dead_letters()) == 1

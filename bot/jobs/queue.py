@@ -294,7 +294,7 @@ class JobQueue:
             pipe.xadd(self.keys.jobs, {PAYLOAD: payload})
             pipe.xdel(self.keys.dead, entry_id)
             # Its error reply was posted; the retry must be allowed to post the real answer.
-            pipe.hdel(self.keys.job_progress(job.id), "reply_ts", "replied", "reply_intent")
+            pipe.hdel(self.keys.job_progress(job.id), "reply_ts", "replied", "reply_intent", "gave_up_intent")
             results = await pipe.execute()
         return str(results[0])
 

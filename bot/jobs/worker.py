@@ -374,8 +374,9 @@ class Worker:
         if progress.get("replied"):
             return PostedReply(job.channel, progress.get("reply_ts") or None, job.thread_ts)
         threaded = await self.open_thread(job)
-        # A note that the job was given up on is no answer: a retried dead letter posts one.
-        retrying = await self.begin_reply(job) if role == ROLE_REPLY else False
+        # The note that a job was given up on is posted once too, but it is no answer: a retried
+        # dead letter still posts its real one.
+        retrying = await self.queue.mark_intent(job.id, f"{role}_intent") is not None
         posted = await self.replier.deliver(threaded, None, reason, retrying=retrying, role=role)
         if role == ROLE_REPLY:
             await self.queue.set_progress(job.id, replied="error", reply_ts=posted.ts or "", worker=self.name)
