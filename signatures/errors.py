@@ -21,3 +21,11 @@ class CorruptArchive(InputError):
 
 class InputTooLarge(InputError):
     """The input, or what an archive expands to, passes the size bound."""
+
+
+class DecompressionBomb(InputTooLarge):
+    """An archive member expands far more than logs do (a zip or gzip bomb); names the member."""
+
+
+class ArchiveTooDeep(InputError):
+    """Archives nested deeper than the engine opens."""

@@ -1,8 +1,11 @@
 """Opening logs: plain text, .gz, .zip (each member a file) and streams, in bounded memory.
 
 Every input becomes one or more *texts*, each a name and an iterator of newline-aligned chunks
-of bytes. Decompression is streamed, and what an archive expands to is bounded so a zip bomb
-fails fast with a clear message instead of filling memory or disk.
+of bytes. Decompression is streamed, and what an archive expands to is bounded (by ratio and by
+size, as it is decompressed, and by the sizes a zip declares before that) so a decompression
+bomb fails in a moment with a clear message naming the member, instead of filling memory or
+disk or holding the engine until the job's time limit. Archives inside archives are read, a
+few levels deep.
 """
 
 from __future__ import annotations
@@ -12,12 +15,19 @@ import os
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Protocol
 
-from signatures.errors import BinaryInput, CorruptArchive, InputTooLarge, UnreadableInput
+from signatures.errors import (
+    ArchiveTooDeep,
+    BinaryInput,
+    CorruptArchive,
+    DecompressionBomb,
+    InputTooLarge,
+    UnreadableInput,
+)
 from signatures.flight_recorder.intake import divert
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -32,9 +42,12 @@ class Limits:
     """Bounds on what one diagnosis reads."""
 
     max_bytes: int = 64 << 30  # total text bytes, after decompression
-    max_archive_ratio: int = 1000  # expanded / compressed, checked past ratio_floor bytes
-    ratio_floor: int = 256 << 20
+    # Expanded / compressed, checked past ratio_floor bytes: real logs compress 5-50x with
+    # gzip; a bomb compresses about 1000x. Below the floor any ratio is fine (small files).
+    max_archive_ratio: int = 200
+    ratio_floor: int = 16 << 20
     max_members: int = 2048
+    max_depth: int = 3  # archives inside archives: a zip in a zip in a zip, at most
     chunk_size: int = 1 << 20
     max_line: int = 4 << 20  # a longer "line" is cut, so one line cannot hold the whole file
 
@@ -90,33 +103,57 @@ class Budget:
 def open_texts(
     source: Source, limits: Limits, budget: Budget | None = None
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
-    """Yield (name, chunks) for each text inside ``source``; raise InputError subclasses."""
+    """Yield (name, chunks) for each text inside ``source``; raise InputError subclasses.
+
+    Archives are opened by what they hold, not by their names: a zip or gzip inside a zip or a
+    gzip is opened in turn, at most ``limits.max_depth`` archives deep.
+    """
     budget = budget or Budget(limits)
-    raw = _raw_blocks(source)
-    head, raw = _peek(raw)
-    if head.startswith(ZIP_MAGIC) or head.startswith(ZIP_EMPTY):
-        yield from _zip_texts(source, head, raw, limits, budget)
-        return
-    if head.startswith(GZIP_MAGIC):
-        compressed = _Counter(raw)
-        yield (
-            source.name,
-            _text_or_dump(source.name, _gunzip(source.name, compressed, limits), limits, budget, compressed),
-        )
-        return
-    yield source.name, _text_or_dump(source.name, raw, limits, budget, None)
+    yield from _layer(source.name, _raw_blocks(source), limits, budget, 0, _reopener(source))
 
 
-def _text_or_dump(
+def _reopener(source: Source) -> Callable[[], IO[bytes]] | None:
+    """How to open ``source`` again as a seekable file (a zip's directory is at its end)."""
+    path, data = source.path, source.data
+    if path is not None:
+        return lambda: open(path, "rb")  # closed by _zip_texts
+    if data is not None:
+        return lambda: io.BytesIO(data)
+    return None
+
+
+def _layer(
     name: str,
-    blocks: Iterator[bytes],
+    raw: Iterator[bytes],
     limits: Limits,
     budget: Budget,
-    compressed: _Counter | _FixedCompressed | None,
-) -> Iterator[bytes]:
+    depth: int,
+    reopen: Callable[[], IO[bytes]] | None,
+) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """The texts of one layer: an archive is opened (one level deeper), anything else is text."""
+    head, raw = _peek(raw)
+    if head.startswith(ZIP_MAGIC) or head.startswith(ZIP_EMPTY):
+        _deeper(name, depth, limits)
+        yield from _zip_texts(name, raw, reopen, limits, budget, depth + 1)
+        return
+    if head.startswith(GZIP_MAGIC):
+        _deeper(name, depth, limits)
+        yield from _layer(name, _gunzip(name, raw, limits), limits, budget, depth + 1, None)
+        return
+    yield name, _text_or_dump(name, raw, limits, budget)
+
+
+def _text_or_dump(name: str, blocks: Iterator[bytes], limits: Limits, budget: Budget) -> Iterator[bytes]:
     """Text chunks; or, for a flight-recorder dump, its bytes held for signatures.flight_recorder."""
     dump, blocks = divert(name, blocks, budget.take)
-    return dump if dump is not None else text_chunks(name, blocks, limits, budget, compressed)
+    return dump if dump is not None else text_chunks(name, blocks, limits, budget, None)
+
+
+def _deeper(name: str, depth: int, limits: Limits) -> None:
+    if depth >= limits.max_depth:
+        raise ArchiveTooDeep(
+            f"{name}: archives nested more than {limits.max_depth} deep; unpack it and send the logs"
+        )
 
 
 def _raw_blocks(source: Source) -> Iterator[bytes]:
@@ -158,125 +195,120 @@ def _peek(blocks: Iterator[bytes]) -> tuple[bytes, Iterator[bytes]]:
     return first[:8], chained()
 
 
-class _Counter:
-    """Passes blocks through and counts their bytes (the compressed size of an archive)."""
+def _gunzip(name: str, blocks: Iterator[bytes], limits: Limits) -> Iterator[bytes]:
+    """Stream-decompress gzip (several concatenated members allowed), output bounded per step.
 
-    def __init__(self, blocks: Iterator[bytes]) -> None:
-        self.blocks = blocks
-        self.count = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for block in self.blocks:
-            self.count += len(block)
-            yield block
-
-
-def _gunzip(name: str, blocks: _Counter, limits: Limits) -> Iterator[bytes]:
-    """Stream-decompress gzip (several concatenated members allowed), output bounded per step."""
+    What it expands to is checked after every step against the compressed bytes actually read:
+    past ``ratio_floor``, more than ``max_archive_ratio`` times as much is a decompression bomb,
+    refused at once rather than after the job's time limit; past ``max_bytes``, too large.
+    """
     decoder = zlib.decompressobj(wbits=31)
     fed = False
+    read = 0  # compressed bytes taken from ``blocks``
+    expanded = 0
     try:
         for block in blocks:
+            read += len(block)
             data = block
             while data:
                 fed = True
                 out = decoder.decompress(data, limits.chunk_size)
+                data = decoder.unconsumed_tail
                 if out:
+                    expanded += len(out)
+                    pending = len(data) + (len(decoder.unused_data) if decoder.eof else 0)
+                    _check_expansion(name, expanded, read - pending, limits)
                     yield out
-                while decoder.unconsumed_tail:
-                    out = decoder.decompress(decoder.unconsumed_tail, limits.chunk_size)
-                    if out:
-                        yield out
                 if not decoder.eof:
-                    break
+                    continue
                 data = decoder.unused_data
                 decoder = zlib.decompressobj(wbits=31)
                 fed = False
-                if not data.startswith(GZIP_MAGIC):
-                    break  # trailing padding after the last member, ignored as gzip -d does
+                if data and not data.startswith(GZIP_MAGIC):
+                    return  # trailing padding after the last member, ignored as gzip -d does
         if fed and not decoder.eof:
             raise CorruptArchive(f"{name}: the gzip data ends early (truncated file)")
     except zlib.error as exc:
         raise CorruptArchive(f"{name}: not a valid gzip file ({exc})") from None
 
 
+def _check_expansion(name: str, expanded: int, compressed: int, limits: Limits) -> None:
+    if expanded > limits.max_bytes:
+        raise InputTooLarge(f"{name}: expands past {_size(limits.max_bytes)}, the limit")
+    if expanded > limits.ratio_floor and expanded > limits.max_archive_ratio * max(compressed, 1):
+        raise DecompressionBomb(
+            f"{name}: expands more than {limits.max_archive_ratio}x ({_size(expanded)} from "
+            f"{_size(compressed)} read); refusing it as a likely zip bomb"
+        )
+
+
 def _zip_texts(
-    source: Source, head: bytes, raw: Iterator[bytes], limits: Limits, budget: Budget
+    name: str,
+    raw: Iterator[bytes],
+    reopen: Callable[[], IO[bytes]] | None,
+    limits: Limits,
+    budget: Budget,
+    depth: int,
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
     file: IO[bytes]
-    if source.path is not None:
-        file = open(source.path, "rb")  # noqa: SIM115 - closed below
-    elif source.data is not None:
-        file = io.BytesIO(source.data)
+    if reopen is not None:
+        file = reopen()
     else:
-        # A zip's directory is at its end, so a stream must be held: past a few MB on disk, not in
-        # memory. The size bound applies while it is written.
+        # A zip's directory is at its end, so a stream (or a zip inside an archive) must be
+        # held: past a few MB on disk, not in memory. The size bound applies while it is written.
         file = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY)  # noqa: SIM115 - closed below
-        for block in raw:
-            file.write(block)
-            if file.tell() > limits.max_bytes:
-                file.close()
-                raise InputTooLarge(f"{source.name}: archive larger than {_size(limits.max_bytes)}")
+        try:
+            for block in raw:
+                file.write(block)
+                if file.tell() > limits.max_bytes:
+                    raise InputTooLarge(f"{name}: archive larger than {_size(limits.max_bytes)}")
+        except BaseException:
+            file.close()
+            raise
         file.seek(0)
     try:
         try:
             archive = zipfile.ZipFile(file)
         except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            raise CorruptArchive(f"{source.name}: not a valid zip file ({exc})") from None
+            raise CorruptArchive(f"{name}: not a valid zip file ({exc})") from None
         members = [m for m in archive.infolist() if not m.is_dir()]
         if len(members) > limits.max_members:
-            raise InputTooLarge(
-                f"{source.name}: the zip holds {len(members)} files, more than {limits.max_members}"
-            )
+            raise InputTooLarge(f"{name}: the zip holds {len(members)} files, more than {limits.max_members}")
         declared = sum(m.file_size for m in members)
-        if declared > limits.max_bytes:
+        if declared > limits.max_bytes - budget.used:
             raise InputTooLarge(
-                f"{source.name}: the zip expands to {_size(declared)}, "
-                f"past the {_size(limits.max_bytes)} limit"
+                f"{name}: the zip expands to {_size(declared)}, past the {_size(limits.max_bytes)} limit"
             )
         if not members:
-            raise UnreadableInput(f"{source.name}: the zip archive is empty")
+            raise UnreadableInput(f"{name}: the zip archive is empty")
         for member in members:
-            name = f"{source.name}:{member.filename}"
+            inner = f"{name}:{member.filename}"
+            # Sizes in the zip's directory bound what a member can expand to (the reader stops
+            # there), so a bomb is refused before a byte of it is decompressed.
+            if member.file_size > limits.ratio_floor:
+                _check_expansion(inner, member.file_size, member.compress_size, limits)
             try:
                 handle = archive.open(member)
             except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
-                raise CorruptArchive(f"{name}: cannot open archive member ({exc})") from None
-            yield name, _member_chunks(name, member, handle, limits, budget)
+                raise CorruptArchive(f"{inner}: cannot open archive member ({exc})") from None
+            yield from _layer(inner, _member_blocks(inner, handle), limits, budget, depth, None)
     finally:
         file.close()
 
 
-def _member_chunks(
-    name: str, member: zipfile.ZipInfo, handle: IO[bytes], limits: Limits, budget: Budget
-) -> Iterator[bytes]:
-    compressed = max(member.compress_size, 1)
-
-    def blocks() -> Iterator[bytes]:
-        try:
-            with handle:
-                while block := handle.read(READ_SIZE):
-                    yield block
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-            raise CorruptArchive(f"{name}: corrupt archive member ({exc})") from None
-
-    stream: Iterator[bytes] = blocks()
-    if member.filename.endswith(".gz"):
-        counter = _Counter(stream)
-        stream = _gunzip(name, counter, limits)
-    counted = _FixedCompressed(stream, compressed)
-    return _text_or_dump(name, iter(counted), limits, budget, counted)
+def _member_blocks(name: str, handle: IO[bytes]) -> Iterator[bytes]:
+    try:
+        with handle:
+            while block := handle.read(READ_SIZE):
+                yield block
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        raise CorruptArchive(f"{name}: corrupt archive member ({exc})") from None
 
 
-class _FixedCompressed:
-    """A block source whose compressed size is known up front (a zip member)."""
+class Compressed(Protocol):
+    """What ``text_chunks`` needs of a compressed source: the compressed bytes read so far."""
 
-    def __init__(self, blocks: Iterator[bytes], compressed: int) -> None:
-        self.blocks = blocks
-        self.count = compressed
-
-    def __iter__(self) -> Iterator[bytes]:
-        return self.blocks
+    count: int
 
 
 def text_chunks(
@@ -284,7 +316,7 @@ def text_chunks(
     blocks: Iterator[bytes],
     limits: Limits,
     budget: Budget,
-    compressed: _Counter | _FixedCompressed | None,
+    compressed: Compressed | None = None,
 ) -> Iterator[bytes]:
     """Re-cut blocks into chunks that end at a newline; check for binary data and bounds."""
     carry = b""

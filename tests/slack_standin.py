@@ -3,7 +3,10 @@
 Point a client at it with ``AsyncWebClient(token=standin.token, base_url=standin.api_url)``.
 It answers the methods Denpex uses, serves file downloads the way Slack does (an HTML login
 page with status 200 when the bot token is missing), offers ``response_url`` endpoints, and can
-be told to fail the next calls of a method with 429 or 500 to exercise retries.
+be told to fail the next calls of a method with 429 or 500 to exercise retries, or to do a call
+and answer it only after the client gave up (``answer_late``). Message metadata is kept and
+returned by ``conversations.history`` and ``conversations.replies`` with
+``include_all_metadata``; ``chat.delete`` removes a message (``deleted`` keeps it).
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ class _Fault:
     remaining: int
     retry_after: int
     error: str | None = None  # with status 200: answer {"ok": false, "error": error}
+    landed: bool = False  # do the call (post the message), then answer the failure
+
+
+@dataclass
+class _Late:
+    delay_s: float
+    remaining: int
 
 
 @dataclass
@@ -84,7 +94,10 @@ class SlackStandin:
     download_token: str | None = None
     # While set and not released, downloads wait (to catch a worker in the middle of a job).
     hold_downloads: asyncio.Event | None = None
+    # Messages removed by chat.delete, in the order they were deleted.
+    deleted: list[Message] = field(default_factory=list)
     _faults: dict[str, list[_Fault]] = field(default_factory=lambda: defaultdict(list))
+    _late: dict[str, list[_Late]] = field(default_factory=lambda: defaultdict(list))
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _runner: web.AppRunner | None = None
 
@@ -126,10 +139,21 @@ class SlackStandin:
         times: int = 1,
         retry_after: int = 1,
         error: str | None = None,
+        landed: bool = False,
     ) -> None:
         """Answer the next ``times`` calls of ``method`` with ``status`` (429 or 5xx), or with
-        ``{"ok": false, "error": error}`` when ``error`` is given."""
-        self._faults[method].append(_Fault(status, times, retry_after, error))
+        ``{"ok": false, "error": error}`` when ``error`` is given; with ``landed`` the call is
+        done all the same (a message posted behind a 500)."""
+        self._faults[method].append(_Fault(status, times, retry_after, error, landed))
+
+    def answer_late(self, method: str, delay_s: float, times: int = 1) -> None:
+        """Do the next ``times`` calls of ``method`` (a message is posted), but answer each only
+        after ``delay_s``: past the client's timeout, the client sees a failure though it landed."""
+        self._late[method].append(_Late(delay_s, times))
+
+    def top_level(self, channel: str) -> list[Message]:
+        """Messages posted in ``channel`` outside any thread (parents), oldest first."""
+        return [m for m in self.messages if m.channel == channel and m.thread_ts is None]
 
     def add_file(
         self,
@@ -194,6 +218,13 @@ class SlackStandin:
     def _next_ts(self) -> str:
         return f"1700000000.{next(self._ts):06d}"
 
+    def _take_late(self, method: str) -> float:
+        for late in self._late.get(method, []):
+            if late.remaining > 0:
+                late.remaining -= 1
+                return late.delay_s
+        return 0.0
+
     def _take_fault(self, method: str) -> _Fault | None:
         for fault in self._faults.get(method, []):
             if fault.remaining > 0:
@@ -225,6 +256,8 @@ class SlackStandin:
         if fault is not None and fault.error is not None:
             return web.json_response({"ok": False, "error": fault.error}, status=fault.status)
         if fault is not None:
+            if fault.landed:
+                self._answer(method, call.args)
             call.status = fault.status
             headers = {"Retry-After": str(fault.retry_after)} if fault.status == 429 else {}
             error = "ratelimited" if fault.status == 429 else "internal_error"
@@ -236,6 +269,10 @@ class SlackStandin:
             return web.json_response({"ok": False, "error": "invalid_auth"})
         body = self._answer(method, call.args)
         body.update(self.overrides.get(method, {}))
+        delay = self._take_late(method)
+        if delay:
+            # Done already (the message is in ``messages``); only the answer is late.
+            await asyncio.sleep(delay)
         return web.json_response(body)
 
     def _answer(self, method: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -284,6 +321,13 @@ class SlackStandin:
                     m.blocks = list(args.get("blocks") or m.blocks)
                     return {"ok": True, "channel": m.channel, "ts": m.ts, "text": m.text}
             return {"ok": False, "error": "message_not_found"}
+        if method == "chat.delete":
+            for m in self.messages:
+                if m.channel == args.get("channel") and m.ts == args.get("ts"):
+                    self.messages.remove(m)
+                    self.deleted.append(m)
+                    return {"ok": True, "channel": m.channel, "ts": m.ts}
+            return {"ok": False, "error": "message_not_found"}
         if method in ("reactions.add", "reactions.remove"):
             return {"ok": True}
         if method == "files.info":
@@ -313,7 +357,8 @@ class SlackStandin:
                 "ok": True,
                 "has_more": False,
                 "messages": [
-                    {"type": "message", "user": m.user, "text": m.text, "ts": m.ts} for m in reversed(msgs)
+                    {"type": "message", "user": m.user, "text": m.text, "ts": m.ts, **_metadata(m, args)}
+                    for m in reversed(msgs)
                 ],
             }
         if method == "conversations.replies":
@@ -329,11 +374,7 @@ class SlackStandin:
                         "text": m.text,
                         "ts": m.ts,
                         "thread_ts": m.thread_ts or m.ts,
-                        **(
-                            {"metadata": m.metadata}
-                            if m.metadata and args.get("include_all_metadata") in (True, "1", "true")
-                            else {}
-                        ),
+                        **_metadata(m, args),
                     }
                     for m in msgs
                 ],
@@ -387,3 +428,10 @@ class SlackStandin:
         if f is not None:
             f.data = data
         return web.Response(text="OK - " + str(len(data)))
+
+
+def _metadata(message: Message, args: dict[str, Any]) -> dict[str, Any]:
+    # Slack returns message metadata only to callers that ask for it.
+    if message.metadata and args.get("include_all_metadata") in (True, "1", "true", 1):
+        return {"metadata": message.metadata}
+    return {}

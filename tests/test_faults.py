@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,10 @@ from bot.kinds.registry import make_worker
 from bot.slack.reply import SlackReplier, make_client
 from handlers.jobs import Job, LogRef
 from tests.conftest import WorkerStack
+from tests.redis_server import RedisProcess, own_redis
 from tests.slack_standin import SlackStandin
+
+__all__ = ["own_redis"]  # fixtures
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = "[rank0]: Traceback (most recent call last):\n[rank0]: ModuleNotFoundError: No module named 'apex'\n"
@@ -142,61 +143,6 @@ async def _true(value: object) -> bool:
 
 
 # -- Redis restarted with AOF on -------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisProcess:
-    """A redis-server of the test's own, with AOF fsynced on every write."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = _free_port()
-        self.directory = directory
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None
-        self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", ""],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    async def ready(self) -> bool:
-        try:
-            client = await connect(self.url)
-        except redis.exceptions.ConnectionError:
-            return False
-        await client.aclose()
-        return True
-
-
-@pytest.fixture
-def own_redis(redis_url: str, tmp_path: Path) -> Iterator[RedisProcess]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    server = RedisProcess(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.proc is not None and server.proc.poll() is None:
-            server.kill()
 
 
 async def test_redis_restart_loses_no_accepted_job(

@@ -10,11 +10,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
 
 from bot.fetch.remote import (
+    AllowListError,
     RefusedURL,
     RemoteLogError,
     RemoteLogFetcher,
@@ -24,6 +26,9 @@ from bot.fetch.remote import (
     check_url,
     parse_allowlist,
 )
+from tests.slack_requests import redis_for_app
+
+__all__ = ["redis_for_app"]  # fixtures
 
 LOG = b"[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n" * 100
 
@@ -39,6 +44,11 @@ class LogServer:
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
         return f"http://{host}:{self.port}{path}"
+
+    @property
+    def entry(self) -> str:
+        """This server's allow-list entry: its address and its port."""
+        return f"127.0.0.1:{self.port}"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.hits.append(request.path)
@@ -74,7 +84,7 @@ def found(location: str) -> web.Response:
 
 
 def fetcher(
-    allow: str = "127.0.0.1",
+    allow: str,
     *,
     max_bytes: int = 1 << 20,
     timeout_s: float = 5.0,
@@ -85,7 +95,7 @@ def fetcher(
 
 async def test_allow_listed_url_is_streamed_to_a_file(server: LogServer, tmp_path: Path) -> None:
     server.routes["/job/7.log"] = lambda r: web.Response(body=LOG)
-    path = await fetcher().fetch_to_temp(server.url("/job/7.log"), directory=tmp_path)
+    path = await fetcher(server.entry).fetch_to_temp(server.url("/job/7.log"), directory=tmp_path)
     assert path.read_bytes() == LOG
     assert path.suffix == ".log"
 
@@ -113,7 +123,7 @@ def test_credentials_in_the_url_are_refused() -> None:
 async def test_redirect_on_the_list_is_followed(server: LogServer, tmp_path: Path) -> None:
     server.routes["/old.log"] = lambda r: found("/new.log")
     server.routes["/new.log"] = lambda r: web.Response(body=LOG)
-    path = await fetcher().fetch_to_temp(server.url("/old.log"), directory=tmp_path)
+    path = await fetcher(server.entry).fetch_to_temp(server.url("/old.log"), directory=tmp_path)
     assert path.read_bytes() == LOG
     assert server.hits == ["/old.log", "/new.log"]
 
@@ -123,7 +133,7 @@ async def test_redirect_off_the_list_is_not_followed(server: LogServer) -> None:
     server.routes["/a.log"] = lambda r: found(server.url("/b.log", host="localhost"))
     server.routes["/b.log"] = lambda r: web.Response(body=LOG)
     with pytest.raises(RefusedURL, match="localhost is not on"):
-        await fetcher().fetch_to_temp(server.url("/a.log"))
+        await fetcher(server.entry).fetch_to_temp(server.url("/a.log"))
     assert server.hits == ["/a.log"]
 
 
@@ -131,13 +141,13 @@ async def test_redirect_to_a_metadata_address_is_refused(server: LogServer) -> N
     target = "http://169.254.169.254/latest/meta-data/iam/security-credentials/"
     server.routes["/a.log"] = lambda r: found(target)
     with pytest.raises(RefusedURL, match="metadata"):
-        await fetcher("127.0.0.1,169.254.169.254").fetch_to_temp(server.url("/a.log"))
+        await fetcher(f"{server.entry},169.254.169.254").fetch_to_temp(server.url("/a.log"))
 
 
 async def test_redirect_loop_stops(server: LogServer) -> None:
     server.routes["/loop.log"] = lambda r: found("/loop.log")
     with pytest.raises(RefusedURL, match="redirected more than 3 times"):
-        await fetcher(max_redirects=3).fetch_to_temp(server.url("/loop.log"))
+        await fetcher(server.entry, max_redirects=3).fetch_to_temp(server.url("/loop.log"))
     assert len(server.hits) == 4
 
 
@@ -199,7 +209,7 @@ async def test_names_resolving_to_refused_addresses_are_refused_at_connect(
     server: LogServer, addresses: list[str], reason: str
 ) -> None:
     remote = RemoteLogFetcher(
-        "logs.internal",
+        f"logs.internal:{server.port}",
         max_bytes=1 << 20,
         timeout_s=5.0,
         resolve=resolving_to(*addresses),
@@ -212,7 +222,7 @@ async def test_names_resolving_to_refused_addresses_are_refused_at_connect(
 async def test_connection_goes_to_the_checked_address(server: LogServer, tmp_path: Path) -> None:
     server.routes["/a.log"] = lambda r: web.Response(body=LOG)
     remote = RemoteLogFetcher(
-        "logs.internal,127.0.0.1",
+        f"logs.internal:{server.port},127.0.0.1",
         max_bytes=1 << 20,
         timeout_s=5.0,
         resolve=resolving_to("127.0.0.1"),
@@ -224,7 +234,7 @@ async def test_connection_goes_to_the_checked_address(server: LogServer, tmp_pat
 async def test_declared_oversize_is_refused(server: LogServer, tmp_path: Path) -> None:
     server.routes["/big.log"] = lambda r: web.Response(body=b"x" * 5000)
     with pytest.raises(RemoteLogTooLarge, match="4096 bytes"):
-        await fetcher(max_bytes=4096).fetch_to_temp(server.url("/big.log"), directory=tmp_path)
+        await fetcher(server.entry, max_bytes=4096).fetch_to_temp(server.url("/big.log"), directory=tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -240,7 +250,9 @@ async def test_streamed_oversize_without_length_is_cut_off(server: LogServer, tm
 
     server.routes["/stream.log"] = endless
     with pytest.raises(RemoteLogTooLarge):
-        await fetcher(max_bytes=8192).fetch_to_temp(server.url("/stream.log"), directory=tmp_path)
+        await fetcher(server.entry, max_bytes=8192).fetch_to_temp(
+            server.url("/stream.log"), directory=tmp_path
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -251,10 +263,100 @@ async def test_slow_server_times_out(server: LogServer, tmp_path: Path) -> None:
 
     server.routes["/slow.log"] = stalls
     with pytest.raises(RemoteLogTimeout, match=r"did not answer within 0\.2 s"):
-        await fetcher(timeout_s=0.2).fetch_to_temp(server.url("/slow.log"), directory=tmp_path)
+        await fetcher(server.entry, timeout_s=0.2).fetch_to_temp(server.url("/slow.log"), directory=tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
 async def test_http_errors_are_reported(server: LogServer) -> None:
     with pytest.raises(RemoteLogError, match="HTTP 404"):
-        await fetcher().fetch_to_temp(server.url("/missing.log"))
+        await fetcher(server.entry).fetch_to_temp(server.url("/missing.log"))
+
+
+# -- ports ------------------------------------------------------------------------------------
+
+
+def test_an_entry_without_a_port_allows_only_the_schemes_own() -> None:
+    allow = parse_allowlist("logs.example.com")
+    assert check_url("https://logs.example.com/a.log", allow).port == 443
+    assert check_url("http://logs.example.com/a.log", allow).port == 80
+    for url in (
+        "https://logs.example.com:8443/a.log",
+        "http://logs.example.com:443/a.log",  # 443 is https's port, not http's
+        "https://logs.example.com:80/a.log",
+        "http://logs.example.com:6379/",
+    ):
+        with pytest.raises(
+            RefusedURL, match=r"port \d+ of logs.example.com is not on DENPEX_LOG_URL_ALLOWLIST"
+        ):
+            check_url(url, allow)
+
+
+@pytest.mark.parametrize(
+    ("entry", "allowed", "refused"),
+    [
+        ("logs.example.com:8443", "https://logs.example.com:8443/a", "https://logs.example.com/a"),
+        ("*.logs.example.com:9000", "http://a.logs.example.com:9000/a", "http://a.logs.example.com/a"),
+        ("10.0.0.7:8080", "http://10.0.0.7:8080/a", "http://10.0.0.7:8081/a"),
+        ("[fd00::7]:8443", "https://[fd00::7]:8443/a", "https://[fd00::7]/a"),
+        ("fd00::7", "https://[fd00::7]/a", "https://[fd00::7]:8443/a"),
+    ],
+)
+def test_an_entry_with_a_port_allows_that_port_only(entry: str, allowed: str, refused: str) -> None:
+    allow = parse_allowlist(entry)
+    assert check_url(allowed, allow)
+    with pytest.raises(RefusedURL, match="port"):
+        check_url(refused, allow)
+
+
+@pytest.mark.parametrize(
+    "entry", ["logs.example.com:https", "logs.example.com:70000", "[fd00::7]8443", ":8443"]
+)
+def test_a_malformed_entry_is_named(entry: str) -> None:
+    with pytest.raises(AllowListError, match="DENPEX_LOG_URL_ALLOWLIST"):
+        parse_allowlist(f"ok.example.com,{entry}")
+
+
+async def test_a_redirect_to_another_port_of_a_listed_host_is_refused(server: LogServer) -> None:
+    other = LogServer()
+    app = web.Application()
+    app.router.add_route("GET", "/{tail:.*}", other.handle)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    other.port = runner.addresses[0][1]
+    other.routes["/b.log"] = lambda r: web.Response(body=LOG)
+    try:
+        server.routes["/a.log"] = lambda r: found(other.url("/b.log"))
+        with pytest.raises(RefusedURL, match=f"port {other.port} of 127.0.0.1 is not on"):
+            await fetcher(server.entry).fetch_to_temp(server.url("/a.log"))
+        assert (server.hits, other.hits) == (["/a.log"], [])
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_webhook_refuses_an_unlisted_port_before_queueing(
+    slack_api: Any, redis_for_app: Any
+) -> None:
+    import json
+    import time
+
+    from handlers.webhook import PATH, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+    from tests.slack_requests import Denpex
+
+    env = {
+        "DENPEX_WEBHOOK_SECRET": "whsec-ports-0123456789",
+        "DENPEX_LOG_URL_ALLOWLIST": "logs.example.com,logs.example.com:8443",
+    }
+    async with Denpex(slack_api, redis_for_app, env=env) as app:
+        answers = []
+        for n, url in enumerate(
+            ("https://logs.example.com:8443/a.log", "https://logs.example.com:9443/a.log")
+        ):
+            body = json.dumps({"job_id": f"ports-{n}", "channel": "C1", "log_url": url}).encode()
+            ts = str(int(time.time()))
+            headers = {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: sign(env["DENPEX_WEBHOOK_SECRET"], ts, body)}
+            resp = await app.http.post(PATH, data=body, headers=headers)
+            answers.append((resp.status, await resp.json()))
+        assert answers[0][0] == 202
+        assert answers[1][0] == 400 and "port 9443" in answers[1][1]["error"]
+        assert (await app.runtime.queue.stats())["length"] == 1

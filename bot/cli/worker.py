@@ -34,7 +34,11 @@ async def _main(args: argparse.Namespace) -> int:
     if not settings.redis_url:
         log.error("REDIS_URL is not set: a separate worker process needs a shared Redis")
         return 2
-    redis = await connect(settings.redis_url)
+    redis = await connect(
+        settings.redis_url,
+        max_connections=settings.redis_max_connections,
+        pool_timeout_s=settings.redis_pool_timeout_s,
+    )
     worker = build_worker(
         settings,
         redis,

@@ -1,8 +1,11 @@
 """Fetch a log named by a webhook's ``log_url``, only from allow-listed hosts, within limits.
 
 A log URL comes from outside, so it is a server-side request forgery risk. The rules:
-- only http and https, only hosts on ``DENPEX_LOG_URL_ALLOWLIST`` (``host``, ``*.domain`` or an IP);
-- redirects are followed by hand, at most ``max_redirects``, and each hop is checked again;
+- only http and https, only hosts and ports on ``DENPEX_LOG_URL_ALLOWLIST``: an entry is ``host``,
+  ``*.domain`` or an IP (``[v6]`` with a port), optionally with ``:port``; an entry without a port
+  allows only the scheme's own (443 for https, 80 for http);
+- redirects are followed by hand, at most ``max_redirects``, and each hop's host and port are
+  checked again;
 - every address a host resolves to is checked at connect time (so DNS cannot change the answer
   between the check and the connection): never link-local, multicast, unspecified or a cloud
   metadata address, and loopback only when the loopback address or ``localhost`` is listed;
@@ -18,6 +21,7 @@ import os
 import socket
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,6 +29,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from bot.ops.settings import SettingsError
 from signatures.errors import InputError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -71,26 +76,88 @@ class RemoteLogTimeout(RemoteLogError):
     """The fetch did not finish in time."""
 
 
-def parse_allowlist(value: str | Iterable[str] | None) -> frozenset[str]:
-    """Split a comma-separated allow-list into lower-case host entries."""
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+class AllowListError(SettingsError):
+    """An entry of DENPEX_LOG_URL_ALLOWLIST cannot be read; the message names it."""
+
+
+@dataclass(frozen=True)
+class AllowEntry:
+    """One allow-list entry: a host (``*.domain`` for its subdomains) and a port, or None for
+    the scheme's default port only."""
+
+    host: str
+    port: int | None = None
+
+    def covers(self, host: str) -> bool:
+        if self.host.startswith("*."):
+            return host.endswith(self.host[1:]) and host != self.host[2:]
+        return host == self.host
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """The hosts and ports a log URL may point at."""
+
+    entries: frozenset[AllowEntry] = frozenset()
+
+    @property
+    def hosts(self) -> frozenset[str]:
+        """Every listed host, whatever its port (for the loopback rule)."""
+        return frozenset(e.host for e in self.entries)
+
+    def host_listed(self, host: str) -> bool:
+        """True when some entry covers ``host``, on any port."""
+        return any(e.covers(host) for e in self.entries)
+
+    def allows(self, host: str, port: int, scheme: str) -> bool:
+        """True when an entry covers ``host`` on ``port`` (its own, or the scheme's default)."""
+        default = DEFAULT_PORTS.get(scheme)
+        return any(e.covers(host) and port == (e.port or default) for e in self.entries)
+
+
+def parse_allowlist(value: str | Iterable[str] | AllowList | None) -> AllowList:
+    """Read a comma-separated allow-list: ``host``, ``*.domain``, an IP, each optionally with
+    ``:port`` (an IPv6 address with a port in brackets: ``[fd00::1]:8443``)."""
+    if isinstance(value, AllowList):
+        return value
     items = value.split(",") if isinstance(value, str) else (value or ())
-    entries = (item.strip().lower().strip("[]") for item in items if item.strip())
+    return AllowList(frozenset(_entry(item.strip().lower()) for item in items if item.strip()))
+
+
+def _entry(raw: str) -> AllowEntry:
+    host, port = raw, None
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        if rest:
+            port = _port_of(raw, rest[1:] if rest.startswith(":") else "")
+    elif _literal_ip(raw) is None and ":" in raw:
+        host, _, text = raw.rpartition(":")
+        port = _port_of(raw, text)
+    host = host.rstrip(".")
+    if not host or "/" in host or "@" in host:
+        raise AllowListError(f"DENPEX_LOG_URL_ALLOWLIST: {raw!r} is not a host, *.domain or IP")
     # IP entries in one spelling, so "::FFFF:0A00:1" and "::ffff:10.0.0.1" are the same entry.
-    return frozenset(str(ip) if (ip := _literal_ip(entry)) else entry for entry in entries)
+    ip = _literal_ip(host)
+    return AllowEntry(str(ip) if ip else host, port)
 
 
-def host_allowed(host: str, allowlist: frozenset[str]) -> bool:
-    """True when ``host`` is listed exactly, or falls under a ``*.domain`` entry."""
-    host = host.lower().rstrip(".").strip("[]")
-    if host in allowlist:
-        return True
-    return any(
-        entry.startswith("*.") and host.endswith(entry[1:]) and host != entry[2:] for entry in allowlist
-    )
+def _port_of(raw: str, text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise AllowListError(f"DENPEX_LOG_URL_ALLOWLIST: {raw!r} has no valid port (1-65535) after ':'")
+    return int(text)
+
+
+def host_allowed(host: str, allowlist: AllowList) -> bool:
+    """True when ``host`` is listed exactly, or falls under a ``*.domain`` entry (any port)."""
+    return allowlist.host_listed(host.lower().rstrip(".").strip("[]"))
 
 
 def address_refusal(ip: IPAddress, allowlist: frozenset[str]) -> str | None:
-    """Why connecting to ``ip`` is refused, or None when it is fine."""
+    """Why connecting to ``ip`` is refused, or None when it is fine (``allowlist``: the listed
+    hosts, for the loopback rule)."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if ip in METADATA_ADDRESSES:
@@ -104,8 +171,8 @@ def address_refusal(ip: IPAddress, allowlist: frozenset[str]) -> str | None:
     return None
 
 
-def check_url(url: str | URL, allowlist: frozenset[str]) -> URL:
-    """Parse and check one URL (scheme, host, literal address); raise RefusedURL if refused."""
+def check_url(url: str | URL, allowlist: AllowList) -> URL:
+    """Parse and check one URL (scheme, host, port, literal address); raise RefusedURL if refused."""
     try:
         parsed = url if isinstance(url, URL) else URL(url)
     except (ValueError, TypeError) as exc:
@@ -122,12 +189,18 @@ def check_url(url: str | URL, allowlist: frozenset[str]) -> URL:
     literal = _literal_ip(host)
     if literal is not None:
         # A literal loopback address passes only when it is itself on the list (checked next).
-        why = address_refusal(literal, allowlist | {str(literal)})
+        why = address_refusal(literal, allowlist.hosts | {str(literal)})
         if why:
             raise RefusedURL(f"log_url refused: {why}")
         host = str(literal)
-    if not host_allowed(host, allowlist):
+    if not allowlist.host_listed(host):
         raise RefusedURL(f"log_url host {host} is not on DENPEX_LOG_URL_ALLOWLIST")
+    port = parsed.port or DEFAULT_PORTS[parsed.scheme]
+    if not allowlist.allows(host, port, parsed.scheme):
+        raise RefusedURL(
+            f"log_url port {port} of {host} is not on DENPEX_LOG_URL_ALLOWLIST "
+            f"(an entry without a port allows only {DEFAULT_PORTS[parsed.scheme]} for {parsed.scheme})"
+        )
     return parsed
 
 
@@ -136,7 +209,7 @@ class RemoteLogFetcher:
 
     def __init__(
         self,
-        allowlist: str | Iterable[str] | None,
+        allowlist: str | Iterable[str] | AllowList | None,
         *,
         max_bytes: int,
         timeout_s: float,
@@ -175,7 +248,7 @@ class RemoteLogFetcher:
             raise RemoteLogTimeout(f"log_url did not answer within {self.timeout_s:g} s") from exc
 
     async def _fetch(self, url: str, dest: Path) -> int:
-        resolver = _CheckingResolver(self._resolve, self.allowlist)
+        resolver = _CheckingResolver(self._resolve, self.allowlist.hosts)
         # No DNS cache and no proxy from the environment: each connection resolves through the
         # checking resolver, and goes where the check said.
         connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)

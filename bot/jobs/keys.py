@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from signatures.redact import redact
+
 DEFAULT_PREFIX = "denpex"
 GROUP = "workers"  # the one consumer group every worker joins
 
@@ -75,6 +77,11 @@ class Keys:
         """Set of missing facts already asked in a thread, never asked twice (retention TTL)."""
         return f"{self.prefix}:threadasked:{channel}:{thread_ts}"
 
+    def allowance(self, day: str, scope: str, ident: str) -> str:
+        """Counter of new diagnoses of one user, channel or webhook key on one UTC day
+        (``YYYYMMDD``); expires an hour after that day ends."""
+        return f"{self.prefix}:allowance:{day}:{scope}:{_safe(ident)}"
+
     def signature_stats(self, signature_id: str) -> str:
         """Hash of counters per signature: diagnoses, confirmed, disputed (kept, no TTL)."""
         return f"{self.prefix}:sigstats:{signature_id}"
@@ -96,7 +103,8 @@ class Keys:
 
 
 def _safe(part: str) -> str:
-    # Dedupe keys come from outside (webhook job ids); keep key names short and printable.
-    if len(part) <= 120 and part.isprintable() and " " not in part:
+    # Dedupe keys come from outside (webhook job ids); keep key names short and printable, and
+    # never let a secret-looking id into a key name (key names are in the append-only file too).
+    if len(part) <= 120 and part.isprintable() and " " not in part and redact(part) == part:
         return part
     return "h:" + hashlib.sha256(part.encode()).hexdigest()

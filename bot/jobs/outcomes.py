@@ -11,6 +11,13 @@ from typing import Protocol
 from handlers.jobs import Job
 from signatures.diagnosis import Diagnosis
 
+# What a job's post is to it (carried in the post's Slack metadata, see bot/slack/once.py): the
+# message its thread hangs from, its answer, or the note that it was given up on (not an answer:
+# a dead letter retried later must still post its real answer).
+ROLE_PARENT = "parent"
+ROLE_REPLY = "reply"
+ROLE_GAVE_UP = "gave_up"
+
 
 class JobFailed(Exception):
     """An expected failure; its message is posted in the job's thread as is."""
@@ -27,6 +34,7 @@ class PostedReply:
     channel: str | None
     ts: str | None
     thread_ts: str | None
+    found: bool = False  # an earlier attempt's post, found again instead of posting
 
 
 class Replier(Protocol):
@@ -39,8 +47,14 @@ class Replier(Protocol):
         error: str | None,
         *,
         job_meta: dict[str, str] | None = None,
+        retrying: bool = False,
+        role: str = ROLE_REPLY,
     ) -> PostedReply: ...
 
-    async def post_parent(self, job: Job) -> PostedReply: ...
+    async def post_parent(
+        self, job: Job, *, retrying: bool = False, since: float | None = None
+    ) -> PostedReply: ...
+
+    async def find_parent(self, job: Job, channel: str, since: float | None) -> str | None: ...
 
     async def find_reply(self, job: Job, channel: str, thread_ts: str) -> str | None: ...

@@ -22,7 +22,10 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from bot.jobs.deadletters import DEFAULT_TTL_S as DEAD_TTL_S
+from bot.jobs.deadletters import DeadLetter, DeadLetters
 from bot.jobs.keys import Keys
+from bot.jobs.masking import mask_job
 from bot.ops import metrics
 from handlers.jobs import Job
 
@@ -50,18 +53,6 @@ class Delivery:
         return Job.from_json(self.payload)
 
 
-@dataclass(frozen=True)
-class DeadLetter:
-    """A job that was given up on, with why."""
-
-    entry_id: str
-    payload: str
-    reason: str
-    original_id: str
-    deliveries: int
-    failed_at: float
-
-
 class JobQueue:
     """Enqueue, read, claim, acknowledge and dead-letter jobs on one Redis Stream."""
 
@@ -77,6 +68,7 @@ class JobQueue:
         max_deliveries: int = 3,
         dedupe_ttl_s: int = DEDUPE_TTL_S,
         dead_maxlen: int = 10_000,
+        dead_ttl_s: int = DEAD_TTL_S,
     ) -> None:
         # decode_responses=True (bot/jobs/connection.py) makes every reply str; redis-py's stubs
         # cannot know that, so the client is untyped here and replies are typed where parsed.
@@ -86,7 +78,7 @@ class JobQueue:
         self.visibility_timeout_ms = visibility_timeout_ms
         self.max_deliveries = max_deliveries
         self.dedupe_ttl_s = dedupe_ttl_s
-        self.dead_maxlen = dead_maxlen
+        self.dead = DeadLetters(self.redis, self.keys, maxlen=dead_maxlen, ttl_s=dead_ttl_s)
         self._group_ready = False
 
     # -- setup --------------------------------------------------------------------------------
@@ -124,19 +116,25 @@ class JobQueue:
             metrics.job_duplicate(job.source)
             return False
         try:
+            # Only redacted text is queued: the entry, its AOF record and any dead letter of it.
+            payload = (await mask_job(job)).to_json()
             if await self.redis.xlen(self.keys.jobs) >= self.max_backlog:
                 await self.trim()
                 if await self.redis.xlen(self.keys.jobs) >= self.max_backlog:
                     raise QueueFull(
                         f"Denpex has {self.max_backlog} jobs waiting; try again in a few minutes."
                     )
-            await self.redis.xadd(self.keys.jobs, {PAYLOAD: job.to_json()})
+            await self.redis.xadd(self.keys.jobs, {PAYLOAD: payload})
         except BaseException:
             # Not queued: forget the dedupe key so a retry is not mistaken for a duplicate.
             await self.redis.delete(dedupe)
             raise
         metrics.job_enqueued(job.source)
         return True
+
+    async def seen(self, job: Job) -> bool:
+        """True when a job with ``job``'s dedupe key was queued within the dedupe window."""
+        return bool(await self.redis.exists(self.keys.dedupe(job.dedupe_key)))
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -262,25 +260,18 @@ class JobQueue:
         """Acknowledge a finished entry and trim what no consumer needs any more."""
         done = await self.redis.xack(self.keys.jobs, self.keys.group, entry_id)
         await self.trim()
+        await self.dead.sweep_now_and_then()
         return bool(done)
 
     # -- dead letters -------------------------------------------------------------------------
 
     async def dead_letter(self, delivery: Delivery, reason: str) -> str:
-        """Move an entry to the dead-letter stream and acknowledge it, in one transaction."""
+        """Move an entry to the dead-letter stream (redacted, bounded, expiring) and acknowledge
+        it, in one transaction."""
+        payload = await self.dead.bounded_payload(delivery.payload)
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(
-                self.keys.dead,
-                {
-                    PAYLOAD: delivery.payload,
-                    "reason": reason[:2000],
-                    "original_id": delivery.entry_id,
-                    "deliveries": delivery.deliveries,
-                    "failed_at": time.time(),
-                },
-                # The dead-letter stream is for operators; nothing waits on it, MAXLEN is safe.
-                maxlen=self.dead_maxlen,
-                approximate=True,
+            self.dead.add_to(
+                pipe, payload, reason=reason, original_id=delivery.entry_id, deliveries=delivery.deliveries
             )
             pipe.xack(self.keys.jobs, self.keys.group, delivery.entry_id)
             results = await pipe.execute()
@@ -289,8 +280,7 @@ class JobQueue:
 
     async def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         """The newest dead letters, newest first."""
-        rows = await self.redis.xrevrange(self.keys.dead, count=count)
-        return [_dead(eid, fields) for eid, fields in rows]
+        return await self.dead.newest(count)
 
     async def retry_dead(self, entry_id: str) -> str | None:
         """Put a dead letter back on the jobs stream; returns the new entry id, None if absent."""
@@ -304,7 +294,7 @@ class JobQueue:
             pipe.xadd(self.keys.jobs, {PAYLOAD: payload})
             pipe.xdel(self.keys.dead, entry_id)
             # Its error reply was posted; the retry must be allowed to post the real answer.
-            pipe.hdel(self.keys.job_progress(job.id), "reply_ts", "replied")
+            pipe.hdel(self.keys.job_progress(job.id), "reply_ts", "replied", "reply_intent", "gave_up_intent")
             results = await pipe.execute()
         return str(results[0])
 
@@ -314,6 +304,21 @@ class JobQueue:
         """What a job already posted: ``parent_ts``, ``parent_channel``, ``reply_ts``..."""
         data: dict[str, str] = await self.redis.hgetall(self.keys.job_progress(job_id))
         return data
+
+    async def mark_intent(self, job_id: str, what: str) -> float | None:
+        """Record that the job is about to post ``what`` (``parent_intent``, ``reply_intent``).
+
+        Returns when an earlier attempt recorded the same intent (it may have posted: look in
+        Slack before posting again), or None when this is the first attempt.
+        """
+        key = self.keys.job_progress(job_id)
+        now = repr(time.time())
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, what, now)
+            pipe.hget(key, what)
+            pipe.expire(key, PROGRESS_TTL_S)
+            first, value, _ = await pipe.execute()
+        return None if first else float(value or 0)
 
     async def set_progress(self, job_id: str, **fields: str) -> None:
         """Record what a job posted, so a retry never posts it twice."""
@@ -374,17 +379,6 @@ def _pairs(entries: Any) -> list[tuple[str, str | None]]:
     for eid, fields in entries or []:
         out.append((eid, (fields or {}).get(PAYLOAD)))
     return out
-
-
-def _dead(eid: str, fields: dict[str, str]) -> DeadLetter:
-    return DeadLetter(
-        entry_id=eid,
-        payload=fields.get(PAYLOAD, ""),
-        reason=fields.get("reason", ""),
-        original_id=fields.get("original_id", ""),
-        deliveries=int(fields.get("deliveries", 0)),
-        failed_at=float(fields.get("failed_at", 0)),
-    )
 
 
 def _id_key(entry_id: str) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from typing import Any
 import redis.exceptions
 
 from bot.jobs.engine_pool import EnginePool
-from bot.jobs.outcomes import JobFailed, PostedReply, Replier, ReplyFailed
+from bot.jobs.outcomes import ROLE_GAVE_UP, ROLE_REPLY, JobFailed, PostedReply, Replier, ReplyFailed
 from bot.jobs.payload import job_id_of, salvage, source_of
 from bot.jobs.queue import Delivery, JobQueue
 from bot.jobs.store import Store
@@ -274,7 +274,10 @@ class Worker:
             # A worker posted the answer and died before acknowledging it.
             await self._ack(delivery)
             return
-        if delivery.deliveries > 1 and await self._already_answered(job, progress):
+        # An earlier attempt began posting the answer (or, for jobs queued before intents were
+        # recorded, was delivered before): it may be in Slack already.
+        maybe_posted = delivery.deliveries > 1 or "reply_intent" in progress
+        if maybe_posted and await self._already_answered(job, progress):
             # ...or died between posting it and recording that it did.
             await self._ack(delivery)
             return
@@ -294,6 +297,11 @@ class Worker:
     async def _already_answered(self, job: Job, progress: dict[str, str]) -> bool:
         channel = progress.get("parent_channel") or job.channel
         thread_ts = job.thread_ts or progress.get("parent_ts")
+        if not thread_ts and channel and "parent_intent" in progress:
+            # The parent may be posted though its ts was never recorded: find it by its metadata.
+            thread_ts = await self.replier.find_parent(job, channel, float(progress["parent_intent"]))
+            if thread_ts:
+                await self.queue.set_progress(job.id, parent_ts=thread_ts, parent_channel=channel)
         if not channel or not thread_ts:
             return False
         ts = await self.replier.find_reply(job, channel, thread_ts)
@@ -321,7 +329,7 @@ class Worker:
                 f"({reason}). An operator can retry it with `denpex jobs dead-letter retry`."
             )
             try:
-                await self._reply_error(job, text)
+                await self._reply_error(job, text, role=ROLE_GAVE_UP)
             except Exception:
                 log.exception("could not post the error reply for %s", delivery.entry_id)
         await self.queue.dead_letter(delivery, reason)
@@ -332,7 +340,12 @@ class Worker:
 
     async def open_thread(self, job: Job) -> Job:
         """Post the job's parent message once (a retry reuses it); returns the job with its
-        thread, or without a channel when the bot cannot post there."""
+        thread, or without a channel when the bot cannot post there.
+
+        The intent is recorded before posting, so a retry after a post whose answer was lost
+        (Slack answered after the client's timeout, Redis failed before the ts was recorded)
+        looks for that parent in Slack instead of posting a second one.
+        """
         if job.thread_ts or not job.channel:
             return job
         progress = await self.queue.progress(job.id)
@@ -340,7 +353,9 @@ class Worker:
             return replace(job, channel=progress["parent_channel"], thread_ts=progress["parent_ts"])
         if progress.get("parent") == "none":
             return replace(job, channel=None)
-        parent = await self.replier.post_parent(job)
+        earlier = await self.queue.mark_intent(job.id, "parent_intent")
+        since = earlier if earlier is not None else time.time()
+        parent = await self.replier.post_parent(job, retrying=earlier is not None, since=since)
         if parent.ts is None:
             await self.queue.set_progress(job.id, parent="none")
             return replace(job, channel=None)
@@ -349,13 +364,22 @@ class Worker:
         )
         return replace(job, channel=parent.channel or job.channel, thread_ts=parent.ts)
 
-    async def _reply_error(self, job: Job, reason: str) -> PostedReply:
+    async def begin_reply(self, job: Job) -> bool:
+        """Record that the job is about to post its answer; True when an earlier attempt had
+        begun to (the replier then looks for that answer before posting one)."""
+        return await self.queue.mark_intent(job.id, "reply_intent") is not None
+
+    async def _reply_error(self, job: Job, reason: str, *, role: str = ROLE_REPLY) -> PostedReply:
         progress = await self.queue.progress(job.id)
         if progress.get("replied"):
             return PostedReply(job.channel, progress.get("reply_ts") or None, job.thread_ts)
         threaded = await self.open_thread(job)
-        posted = await self.replier.deliver(threaded, None, reason)
-        await self.queue.set_progress(job.id, replied="error", reply_ts=posted.ts or "", worker=self.name)
+        # The note that a job was given up on is posted once too, but it is no answer: a retried
+        # dead letter still posts its real one.
+        retrying = await self.queue.mark_intent(job.id, f"{role}_intent") is not None
+        posted = await self.replier.deliver(threaded, None, reason, retrying=retrying, role=role)
+        if role == ROLE_REPLY:
+            await self.queue.set_progress(job.id, replied="error", reply_ts=posted.ts or "", worker=self.name)
         return posted
 
 

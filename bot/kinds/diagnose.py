@@ -91,7 +91,10 @@ async def answer(
         text = recurrence_text(await worker.store.recurrence(fp, origin))
         if text:
             meta["recurrence"] = text
-    posted: PostedReply = await worker.replier.deliver(threaded, diagnosis, None, job_meta=meta)
+    retrying = await worker.begin_reply(job)
+    posted: PostedReply = await worker.replier.deliver(
+        threaded, diagnosis, None, job_meta=meta, retrying=retrying
+    )
     await worker.queue.set_progress(job.id, replied="diagnosis", reply_ts=posted.ts or "", worker=worker.name)
     if posted.ts:
         await worker.store.set_reply(job.id, posted.ts)

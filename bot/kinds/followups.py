@@ -91,7 +91,13 @@ async def handle_evidence(job: Job, ctx: JobContext) -> None:
     stored = await stored_of_thread(ctx, job)
     message = render_evidence(Diagnosis.from_dict(stored.diagnosis))
     posted = await in_thread(ctx, job, message)
-    if message.file_text and len(message.file_text) > EVIDENCE_FILE_MIN and posted.channel:
+    # A retry that found its earlier answer does not attach the file again.
+    if (
+        message.file_text
+        and len(message.file_text) > EVIDENCE_FILE_MIN
+        and posted.channel
+        and not posted.found
+    ):
         try:
             await ctx.replier.client.files_upload_v2(
                 channel=posted.channel,

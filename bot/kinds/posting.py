@@ -18,7 +18,8 @@ from handlers.jobs import Job
 
 async def in_thread(ctx: JobContext, job: Job, message: RenderedMessage) -> PostedReply:
     """Post ``message`` in the job's thread."""
-    posted = await ctx.replier.post(job, message, thread_ts=job.thread_ts)
+    retrying = await ctx.worker.begin_reply(job)
+    posted = await ctx.replier.post(job, message, thread_ts=job.thread_ts, final=True, retrying=retrying)
     await ctx.queue.set_progress(job.id, replied=job.kind, reply_ts=posted.ts or "")
     return posted
 

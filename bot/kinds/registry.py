@@ -96,11 +96,17 @@ def build_worker(
     keys = keys or Keys()
     retention_s = settings.retention_days * 24 * 3600
     queue = JobQueue(
-        redis, keys=keys, visibility_timeout_ms=visibility_timeout_ms, max_deliveries=max_deliveries
+        redis,
+        keys=keys,
+        visibility_timeout_ms=visibility_timeout_ms,
+        max_deliveries=max_deliveries,
+        dead_ttl_s=settings.dead_letter_days * 24 * 3600,
     )
     store = Store(redis, keys=keys, retention_s=retention_s)
     evidence = ThreadEvidence(redis, keys, retention_s)
-    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    client = client or make_client(
+        settings.slack_bot_token, settings.slack_api_url, timeout=settings.slack_timeout_s
+    )
     return make_worker(
         queue,
         store,

@@ -19,6 +19,11 @@ from prometheus_client import (
     generate_latest,
 )
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
 from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
@@ -88,6 +93,13 @@ WEBHOOK_REQUESTS = Counter(
     registry=REGISTRY,
 )
 
+ALLOWANCE_REFUSALS = Counter(
+    "denpex_allowance_refusals",
+    "New diagnoses refused because a daily allowance was used, by scope.",
+    ["scope"],
+    registry=REGISTRY,
+)
+
 # Set by the app factory: reads (lag, pending) from Redis when /metrics is scraped.
 QueueProbe = Callable[[], Awaitable[tuple[int | None, int | None]]]
 
@@ -137,6 +149,11 @@ def slack_retry(reason: str) -> None:
 def webhook_answered(status: int) -> None:
     """Count a job-failure webhook answer by HTTP status."""
     WEBHOOK_REQUESTS.labels(str(status)).inc()
+
+
+def allowance_refused(scope: str) -> None:
+    """Count a job refused by a daily allowance (``user``, ``channel``, ``webhook_key``)."""
+    ALLOWANCE_REFUSALS.labels(scope).inc()
 
 
 def queue_depth(lag: int | None, pending: int | None) -> None:
@@ -232,18 +249,19 @@ class _SlackObserver(AsyncRetryHandler):
         return False
 
 
-_RETRY_REASONS = {
-    "AsyncRateLimitErrorRetryHandler": "rate_limited",
-    "AsyncServerErrorRetryHandler": "server_error",
-    "AsyncConnectionErrorRetryHandler": "connection",
-}
+# By class, so subclasses (bot.slack.reply's post-aware handlers) count under their kind.
+_RETRY_REASONS: tuple[tuple[type[AsyncRetryHandler], str], ...] = (
+    (AsyncRateLimitErrorRetryHandler, "rate_limited"),
+    (AsyncServerErrorRetryHandler, "server_error"),
+    (AsyncConnectionErrorRetryHandler, "connection"),
+)
 
 
 def observe_slack_client(client: Any) -> Any:
     """Count a Slack client's failed calls and its retries (by the retry handler that retried)."""
     handlers = [h for h in client.retry_handlers if not isinstance(h, _SlackObserver)]
     for handler in handlers:
-        reason = _RETRY_REASONS.get(type(handler).__name__, type(handler).__name__)
+        reason = next((r for kind, r in _RETRY_REASONS if isinstance(handler, kind)), type(handler).__name__)
         if getattr(handler, "_denpex_counted", False):
             continue
         original = handler.prepare_for_next_attempt_async

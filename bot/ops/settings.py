@@ -85,6 +85,16 @@ class Settings:
     llm_timeout_s: float = 20.0
     llm_max_lines: int = 40  # log lines the model may see per question
     llm_daily_per_channel: int = 50  # model answers per channel per UTC day; 0: no limit
+    # Connections one process opens to Redis at most; past it, callers wait up to the pool
+    # timeout for a free one instead of failing (a burst of webhooks, many jobs at once).
+    redis_max_connections: int = 200
+    redis_pool_timeout_s: float = 2.0
+    dead_letter_days: int = 14  # dead-lettered jobs (redacted) are deleted after this
+    slack_timeout_s: float = 30.0  # one Slack Web API call
+    # New diagnoses per UTC day; 0: unlimited.
+    allowance_user: int = 200
+    allowance_channel: int = 500
+    allowance_webhook_key: int = 2000
 
     @property
     def model_enabled(self) -> bool:
@@ -145,6 +155,13 @@ def _positive_float(raw: str) -> float:
     value = float(raw)
     if not value > 0:
         raise ValueError(f"expected a positive number, got {raw!r}")
+    return value
+
+
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"expected 0 (unlimited) or a positive integer, got {raw!r}")
     return value
 
 
@@ -232,6 +249,13 @@ def _read_settings(env: Mapping[str, str]) -> Settings:
         llm_timeout_s=_parse(env, "DENPEX_LLM_TIMEOUT_S", _positive_float, 20.0),
         llm_max_lines=_parse(env, "DENPEX_LLM_MAX_LINES", _positive_int, 40),
         llm_daily_per_channel=_parse(env, "DENPEX_LLM_DAILY_PER_CHANNEL", _non_negative_int, 50),
+        redis_max_connections=_parse(env, "DENPEX_REDIS_MAX_CONNECTIONS", _positive_int, 200),
+        redis_pool_timeout_s=_parse(env, "DENPEX_REDIS_POOL_TIMEOUT_S", _positive_float, 2.0),
+        dead_letter_days=_parse(env, "DENPEX_DEAD_LETTER_DAYS", _positive_int, 14),
+        slack_timeout_s=_parse(env, "DENPEX_SLACK_TIMEOUT_S", _positive_float, 30.0),
+        allowance_user=_parse(env, "DENPEX_ALLOWANCE_USER", _count, 200),
+        allowance_channel=_parse(env, "DENPEX_ALLOWANCE_CHANNEL", _count, 500),
+        allowance_webhook_key=_parse(env, "DENPEX_ALLOWANCE_WEBHOOK_KEY", _count, 2000),
     )
 
 

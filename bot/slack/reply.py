@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -12,11 +14,15 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncRateLimitErrorRetryHandler,
     AsyncServerErrorRetryHandler,
 )
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from bot.jobs.outcomes import PostedReply, ReplyFailed
+from bot.jobs.outcomes import ROLE_PARENT, ROLE_REPLY, PostedReply, ReplyFailed
 from bot.ops import metrics
+from bot.slack.once import JobPosts, tag, transient
 from bot.slack.render import (
     RenderedMessage,
     render_diagnosis,
@@ -30,37 +36,82 @@ from signatures.diagnosis import Diagnosis
 log = logging.getLogger(__name__)
 
 SLACK_API_URL = "https://slack.com/api/"
+TIMEOUT_S = 30.0  # one Web API call
 RETRIES = 3  # per call, for each of: connection errors, 429 (after Retry-After), 500/503
 # chat.postMessage errors that mean "the bot cannot post here": answer through response_url.
 CANNOT_POST_HERE = frozenset(
     {"not_in_channel", "channel_not_found", "is_archived", "restricted_action", "access_denied"}
 )
-# Slack message metadata on a job's final reply (event_payload: {"job_id": ...}).
-REPLY_EVENT = "denpex_reply"
+RETRY_DELAY_S = 0.5  # before the 1st re-post of a post that may have landed, then doubled
 # Errors about the blocks themselves: the text-only form still gets the answer across.
 BAD_BLOCKS = frozenset({"invalid_blocks", "msg_blocks_too_long", "invalid_blocks_format"})
 
 
-def make_client(token: str, base_url: str | None = None, *, retries: int = RETRIES) -> AsyncWebClient:
-    """A Web API client that retries 429 (honouring Retry-After), 500/503 and lost connections."""
+def make_client(
+    token: str, base_url: str | None = None, *, retries: int = RETRIES, timeout: float = TIMEOUT_S
+) -> AsyncWebClient:
+    """A Web API client that retries 429 (honouring Retry-After), 500/503 and lost connections;
+    a ``chat.postMessage`` only after 429 (the replier retries its other failures itself)."""
     client = AsyncWebClient(
         token=token,
         base_url=base_url or SLACK_API_URL,
+        timeout=timeout,  # type: ignore[arg-type]  # an int in the stubs; aiohttp takes seconds
         retry_handlers=[
-            AsyncConnectionErrorRetryHandler(max_retry_count=retries),
+            PostAwareConnectionErrorRetryHandler(max_retry_count=retries),
             AsyncRateLimitErrorRetryHandler(max_retry_count=retries),
-            AsyncServerErrorRetryHandler(max_retry_count=retries),
+            PostAwareServerErrorRetryHandler(max_retry_count=retries),
         ],
     )
     return metrics.observe_slack_client(client)
 
 
-class SlackReplier:
-    """Posts a job's answer in its Slack thread."""
+def _is_post(request: HttpRequest) -> bool:
+    return request.url.rstrip("/").endswith("/chat.postMessage")
 
-    def __init__(self, client: AsyncWebClient, *, retries: int = RETRIES) -> None:
+
+class PostAwareServerErrorRetryHandler(AsyncServerErrorRetryHandler):
+    """Retries 500/503, but not a ``chat.postMessage``: it may have landed all the same, so
+    ``SlackReplier`` looks for it before posting again."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _is_post(request):
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class PostAwareConnectionErrorRetryHandler(AsyncConnectionErrorRetryHandler):
+    """Retries lost connections, but not a ``chat.postMessage`` (see above)."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _is_post(request):
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class SlackReplier:
+    """Posts a job's answer in its Slack thread, each message once (see ``bot.slack.once``)."""
+
+    def __init__(
+        self, client: AsyncWebClient, *, retries: int = RETRIES, retry_delay_s: float = RETRY_DELAY_S
+    ) -> None:
         self.client = client
         self.retries = retries
+        self.retry_delay_s = retry_delay_s
+        self.posts = JobPosts(client)
 
     async def deliver(
         self,
@@ -69,52 +120,68 @@ class SlackReplier:
         error: str | None,
         *,
         job_meta: dict[str, str] | None = None,
+        retrying: bool = False,
+        role: str = ROLE_REPLY,
     ) -> PostedReply:
-        """Post the diagnosis (or the error) in the job's thread, opening the thread if needed."""
+        """Post the diagnosis (or the error) in the job's thread, opening the thread if needed.
+
+        ``retrying``: an earlier attempt may have posted it already; look before posting.
+        """
         if diagnosis is not None:
             message = render_diagnosis(diagnosis, job_meta=job_meta or job.meta)
         else:
             message = render_error(error or "Something went wrong.")
         thread_ts = job.thread_ts
         if job.channel and thread_ts is None:
-            parent = await self.post_parent(job)
+            parent = await self.post_parent(job, retrying=retrying)
             if parent.ts is None:
                 # The bot cannot post in the channel: answer through response_url instead.
                 return await self._respond(job, message)
             thread_ts = parent.ts
-        posted = await self.post(job, message, thread_ts=thread_ts, final=True)
-        if message.file_text and posted.ts and posted.channel:
+        posted = await self.post(job, message, thread_ts=thread_ts, final=True, retrying=retrying, role=role)
+        if message.file_text and posted.ts and posted.channel and not posted.found:
             await self._attach(posted.channel, posted.thread_ts or posted.ts, message.file_text)
         return posted
 
-    async def post_parent(self, job: Job) -> PostedReply:
-        """Post the message a new thread hangs from; ``ts`` is None if the bot cannot post."""
+    async def post_parent(
+        self, job: Job, *, retrying: bool = False, since: float | None = None
+    ) -> PostedReply:
+        """Post the message a new thread hangs from; ``ts`` is None if the bot cannot post.
+
+        ``retrying``: look for an earlier attempt's parent (posted since ``since``) first.
+        """
         if not job.channel:
             return PostedReply(None, None, None)
         message = render_parent(job.header or "Denpex is looking at this failure", mention=job.user)
         try:
-            resp = await self.client.chat_postMessage(
-                channel=job.channel, text=message.text, blocks=message.blocks
-            )
+            return await self._post_once(job.channel, message, None, job.id, ROLE_PARENT, retrying, since)
         except SlackApiError as exc:
             if _error(exc) in CANNOT_POST_HERE and job.response_url:
                 return PostedReply(job.channel, None, None)
             raise
-        return PostedReply(str(resp["channel"]), str(resp["ts"]), None)
 
     async def post(
-        self, job: Job, message: RenderedMessage, *, thread_ts: str | None, final: bool = False
+        self,
+        job: Job,
+        message: RenderedMessage,
+        *,
+        thread_ts: str | None,
+        final: bool = False,
+        retrying: bool = False,
+        role: str = ROLE_REPLY,
     ) -> PostedReply:
         """Post ``message`` in the job's channel (in ``thread_ts``), else via response_url.
 
-        ``final`` tags the message with the job id (Slack message metadata), so a retry of a
-        job whose worker died right after posting finds it instead of posting again.
+        ``final`` tags the message with the job id and ``role`` (Slack message metadata) and
+        posts it once: a post that may have landed (a timeout, a 5xx) is looked for before it is
+        posted again, and with ``retrying`` (an earlier attempt began posting) before the first.
         """
         if not job.channel:
             return await self._respond(job, message)
-        metadata = {"event_type": REPLY_EVENT, "event_payload": {"job_id": job.id}} if final else None
         try:
-            resp = await self._post_message(job.channel, message, thread_ts, metadata)
+            if final:
+                return await self._post_once(job.channel, message, thread_ts, job.id, role, retrying, None)
+            resp = await self._post_message(job.channel, message, thread_ts)
         except SlackApiError as exc:
             if _error(exc) in CANNOT_POST_HERE and job.response_url:
                 return await self._respond(job, message)
@@ -125,21 +192,59 @@ class SlackReplier:
             raise
         return PostedReply(str(resp["channel"]), str(resp["ts"]), thread_ts)
 
+    async def find_parent(self, job: Job, channel: str, since: float | None) -> str | None:
+        """The ts of this job's parent message if one was posted (since ``since``), else None."""
+        found = await self.posts.find(channel, job.id, ROLE_PARENT, since=since)
+        return found[0] if found else None
+
     async def find_reply(self, job: Job, channel: str, thread_ts: str) -> str | None:
         """The ts of this job's final reply if it is already in the thread, else None."""
-        try:
-            resp = await self.client.conversations_replies(
-                channel=channel, ts=thread_ts, include_all_metadata=True, limit=200
-            )
-        except SlackApiError as exc:
-            log.warning("could not read thread %s/%s: %s", channel, thread_ts, _error(exc))
-            return None
-        for message in resp.get("messages") or []:
-            meta = message.get("metadata") or {}
-            payload = meta.get("event_payload") or {}
-            if meta.get("event_type") == REPLY_EVENT and payload.get("job_id") == job.id:
-                return str(message["ts"])
-        return None
+        found = await self.posts.find(channel, job.id, ROLE_REPLY, thread_ts=thread_ts)
+        return found[0] if found else None
+
+    async def _post_once(
+        self,
+        channel: str,
+        message: RenderedMessage,
+        thread_ts: str | None,
+        job_id: str,
+        role: str,
+        retrying: bool,
+        since: float | None,
+    ) -> PostedReply:
+        since = time.time() if since is None else since
+
+        async def earlier() -> PostedReply | None:
+            ts = await self.posts.keep_first(channel, job_id, role, thread_ts=thread_ts, since=since)
+            return PostedReply(channel, ts, thread_ts, found=True) if ts else None
+
+        if retrying and (found := await earlier()):
+            return found
+        for attempt in range(self.retries + 1):
+            try:
+                resp = await self._post_message(channel, message, thread_ts, tag(job_id, role))
+                break
+            except Exception as exc:
+                if not transient(exc) or attempt >= self.retries:
+                    raise
+                # Slack may have posted it though its answer never came back: look, then retry.
+                log.warning(
+                    "posting job %s's %s failed (%s); checking before posting again",
+                    job_id,
+                    role,
+                    type(exc).__name__,
+                )
+                await asyncio.sleep(self.retry_delay_s * 2**attempt)
+                retrying = True
+                if found := await earlier():
+                    return found
+        posted = PostedReply(str(resp["channel"]), str(resp["ts"]), thread_ts)
+        if retrying:
+            # Another attempt's post slipped past the search: keep the earliest, drop the rest.
+            first = await earlier()
+            if first is not None and first.ts != posted.ts:
+                return first
+        return posted
 
     async def update_parent(
         self, channel: str, ts: str, diagnosis: Diagnosis, header: str | None, mention: str | None = None

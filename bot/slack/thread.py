@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from slack_sdk.errors import SlackApiError
 
 from bot.jobs.keys import Keys
-from bot.jobs.outcomes import PostedReply
+from bot.jobs.masking import excerpt
+from bot.jobs.outcomes import ROLE_REPLY, PostedReply
 from bot.jobs.store import DEFAULT_RETENTION_S, Store, StoredDiagnosis, fingerprint
 from bot.slack.reply import SlackReplier
 from handlers.jobs import Job, LogRef
@@ -84,12 +85,7 @@ INLINE_TAIL = 448 * 1024
 
 def _excerpt(text: str) -> str:
     """At most INLINE_HEAD + INLINE_TAIL characters of a pasted log, cut at line ends."""
-    if len(text) <= INLINE_HEAD + INLINE_TAIL:
-        return text
-    head = text[:INLINE_HEAD].rsplit("\n", 1)[0]
-    tail = text[-INLINE_TAIL:].split("\n", 1)[-1]
-    skipped = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {skipped} characters of this log were not kept ...]\n{tail}"
+    return excerpt(text, INLINE_HEAD, INLINE_TAIL)
 
 
 def log_identity(ref: LogRef) -> tuple[str, str]:
@@ -115,13 +111,15 @@ class ThreadReplier(SlackReplier):
         error: str | None,
         *,
         job_meta: dict[str, str] | None = None,
+        retrying: bool = False,
+        role: str = ROLE_REPLY,
     ) -> PostedReply:
         """Post as usual, then record the thread's logs and swap the working emoji."""
         if diagnosis is not None and job_meta and job_meta.get("recurrence"):
             last = await self._last_seen(job, diagnosis)
             if last:
                 job_meta = {**job_meta, "recurrence": f"{job_meta['recurrence']}, last on {last}"}
-        posted = await super().deliver(job, diagnosis, error, job_meta=job_meta)
+        posted = await super().deliver(job, diagnosis, error, job_meta=job_meta, retrying=retrying, role=role)
         thread = job.thread_ts or posted.thread_ts or posted.ts
         if diagnosis is not None and job.channel and thread:
             await self.evidence.record(job.channel, thread, job.logs)

@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from bot.jobs import connection as redis_conn
+from bot.jobs.allowance import AllowanceCounter, AllowanceExceeded, Allowances
 from bot.jobs.keys import Keys
 from bot.jobs.queue import JobQueue, QueueFull
 from bot.jobs.store import Store
@@ -35,7 +36,9 @@ from bot.ops import metrics
 from bot.ops.settings import Settings
 from bot.slack.reply import make_client
 from bot.slack.thread import ThreadEvidence, ThreadReplier
+from bot.web.admission import AllowanceQueue, admission_middleware, tell_refused
 from bot.web.jobs_api import mount_jobs_api
+from bot.web.outage import RETRY_AFTER_S, bolt_unavailable, outage_middleware
 from bot.web.reports import mount_reports
 from bot.web.routing import mount_webhook
 from handlers import actions, messages, slash
@@ -64,14 +67,15 @@ class Runtime:
     evidence: ThreadEvidence
     worker: Worker
     bolt: AsyncApp
+    admission: AllowanceQueue
     own_redis: bool = False
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     ready: bool = False
 
     async def enqueue(self, job: Job) -> bool:
-        """Queue a job once per dedupe key (the queue counts it in the metrics)."""
-        return await self.queue.enqueue(job)
+        """Queue a job once per dedupe key, within the daily allowances (``AllowanceExceeded``)."""
+        return await self.admission.enqueue(job)
 
     async def claim(self, key: str) -> bool:
         """SET NX on a fact (a file id): True for the first caller only, for a day."""
@@ -138,9 +142,18 @@ def build_bolt(
         return await next()
 
     @bolt.error
-    async def on_error(error: Exception, body: dict[str, Any]) -> None:
+    async def on_error(
+        error: Exception, body: dict[str, Any], response: BoltResponse | None
+    ) -> BoltResponse | None:
+        # Answered before the listener ran (process_before_response): an outage becomes 503
+        # with Retry-After, so Slack retries instead of seeing a 500.
+        outage = bolt_unavailable(error) if response is not None else None
+        if outage is not None:
+            log.warning("listener for %s: %s; answered 503", body.get("type"), type(error).__name__)
+            return outage
         # The one global handler for bugs: log the traceback; Slack still gets an answer.
         log.error("listener failed for %s", body.get("type"), exc_info=error)
+        return None
 
     intake = FileIntake(
         enqueue=enqueue,
@@ -168,9 +181,15 @@ def create_app(
     """The aiohttp application: ``/slack/events``, the webhook, ``/healthz``, ``/metrics``."""
     own_redis = redis is None
     if redis is None:
-        redis = redis_conn.client(settings.redis_url)
+        redis = redis_conn.client(
+            settings.redis_url,
+            max_connections=settings.redis_max_connections,
+            pool_timeout_s=settings.redis_pool_timeout_s,
+        )
     keys = keys or Keys()
-    client = client or make_client(settings.slack_bot_token, settings.slack_api_url)
+    client = client or make_client(
+        settings.slack_bot_token, settings.slack_api_url, timeout=settings.slack_timeout_s
+    )
     # The same worker `denpex worker` runs, with every job kind installed.
     worker = build_worker(settings, redis, keys=keys, client=client)
     queue, store = worker.queue, worker.store
@@ -182,6 +201,10 @@ def create_app(
     async def enqueue(job: Job) -> bool:
         try:
             return await holder["rt"].enqueue(job)
+        except AllowanceExceeded as exc:
+            # Not an error: the person who asked is told why, and nothing is retried.
+            await tell_refused(client, job, exc)
+            return False
         except (QueueFull, RedisError, OSError) as exc:
             # Acknowledged already, but nothing was queued: say so where the user asked.
             await _tell_not_queued(client, job, exc)
@@ -205,10 +228,18 @@ def create_app(
         release=release,
         process_before_response=process_before_response,
     )
-    rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, own_redis)
+    allowances = Allowances(
+        user=settings.allowance_user,
+        channel=settings.allowance_channel,
+        webhook_key=settings.allowance_webhook_key,
+    )
+    admission = AllowanceQueue(queue, AllowanceCounter(redis, allowances, keys=keys))
+    rt = Runtime(settings, redis, client, queue, store, evidence, worker, bolt, admission, own_redis)
     holder["rt"] = rt
 
-    app = web.Application(client_max_size=CLIENT_MAX_SIZE)
+    app = web.Application(
+        client_max_size=CLIENT_MAX_SIZE, middlewares=[outage_middleware, admission_middleware]
+    )
     app[RUNTIME] = rt
 
     async def slack_events(request: web.Request) -> web.Response:
@@ -216,12 +247,14 @@ def create_app(
         return await to_aiohttp_response(await bolt.async_dispatch(bolt_request))
 
     async def healthz(request: web.Request) -> web.Response:
+        retry = {"Retry-After": str(RETRY_AFTER_S)}
         if not rt.ready:
-            return web.json_response({"ok": False, "status": "starting"}, status=503)
+            return web.json_response({"ok": False, "status": "starting"}, status=503, headers=retry)
         try:
             await redis.ping()
         except Exception as exc:  # an outage must show as unhealthy, not as a crash
-            return web.json_response({"ok": False, "status": f"redis: {exc}"}, status=503)
+            status = f"redis: {type(exc).__name__}"
+            return web.json_response({"ok": False, "status": status}, status=503, headers=retry)
         return web.json_response({"ok": True})
 
     app.router.add_post(SLACK_PATH, slack_events)

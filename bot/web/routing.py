@@ -27,8 +27,8 @@ from aiohttp import web
 
 from bot.fetch.remote import RemoteLogError, fetcher_from_settings
 from bot.jobs.keys import Keys
-from bot.ops import metrics
 from bot.ops.settings import Settings, SettingsError
+from bot.web.admission import count_answer
 from handlers import webhook
 from handlers.webhook import DEFAULT_KEY_ID, TokenBucket, WebhookConfig
 
@@ -158,7 +158,7 @@ def mount_webhook(app: web.Application, settings: Settings, *, queue: Any, redis
             cluster=cluster, job_name=job_name, user=user
         ),
         check_log_url=check_log_url,
-        on_answer=metrics.webhook_answered,
+        on_answer=count_answer,
     )
     limiter = TokenBucket(redis, rate=settings.webhook_rate, burst=settings.webhook_burst, prefix=RATE_PREFIX)
     webhook.register(app, queue=queue, config=config, limiter=limiter)
