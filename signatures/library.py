@@ -150,6 +150,17 @@ class Library:
         library.compile()
         return library
 
+    def without_initiating(self) -> Library:
+        """This library with its initiating signatures left out: what the engine finds by shape alone.
+
+        Downstream, wrapper and benign signatures stay, so the noise model is the same; used by
+        ``bench/accuracy.py --generic-only`` to measure the engine without wording knowledge.
+        """
+        kept = [s for s in self.signatures if s.role.value != "initiating"]
+        library = Library(kept, backend=self.backend, root=self.root)
+        library.compile()
+        return library
+
     @property
     def scanner(self) -> Scanner:
         if self._scanner is None:
