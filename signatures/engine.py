@@ -17,6 +17,7 @@ from signatures.errors import InputTooLarge
 from signatures.hits import TextScan, read_text
 from signatures.library import Library
 from signatures.lines import unwrap
+from signatures.progress import Progress
 from signatures.ranking import (
     TIER_BENIGN,
     TIER_DOWNSTREAM,
@@ -128,7 +129,8 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         for key, value in scan.facts.items():
             environment.setdefault(key, redact(value))
     hits = [h for scan in scans for h in scan.hits]
-    ranked = ordered(candidates(hits, library))
+    progress = Progress((scan.file_index, scan.progress) for scan in scans)
+    ranked = ordered(candidates(hits, library, progress))
     # Handled exceptions (retried, or "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
     files = tuple(redact(s.name) for s in scans)

@@ -15,6 +15,9 @@ from typing import cast
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import LineFacts, rank_from_name, strip_ansi, unwrap
+from signatures.progress import KEPT as PROGRESS_KEPT
+from signatures.progress import progress_lines
+from signatures.shapes import shape_holds
 from signatures.tracebacks import TracebackView, is_advice, read_traceback
 
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
@@ -64,6 +67,7 @@ class TextScan:
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
     facts: dict[str, str] = field(default_factory=dict)
+    progress: list[tuple[int, str]] = field(default_factory=list)  # the newest progress lines kept
 
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""
@@ -141,6 +145,8 @@ def read_text(
                     kept_context,
                     done_facts,
                 )
+        result.progress.extend(progress_lines(chunk, base))
+        del result.progress[:-PROGRESS_KEPT]
         newlines = chunk.count(b"\n")
         base += newlines
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
@@ -177,7 +183,12 @@ def _record_line(
         for segment in reversed(segments):
             facts = unwrap(segment)
             m = matcher.verify.search(facts.message)
-            if m is None:
+            if matcher.shape is not None:
+                if not shape_holds(
+                    matcher.shape, segment, facts, m is not None, lambda: _lines_after(chunk, end, next_chunk)
+                ):
+                    continue
+            elif m is None:
                 continue
             if any(x.search(facts.message) for x in matcher.excludes):
                 break
@@ -211,7 +222,7 @@ def _record_line(
                 line=line_no,
                 text=text,
                 facts=facts,
-                groups={k: v for k, v in m.groupdict().items() if v is not None},
+                groups={k: v for k, v in m.groupdict().items() if v is not None} if m else {},
                 view=view,
             )
             if keep_context:

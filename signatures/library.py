@@ -14,26 +14,24 @@ from signatures.environment import FACTS, FactPattern
 from signatures.loader import load_signatures
 from signatures.patterns import literal_to_regex, scan_form
 from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
+from signatures.shapes import SHAPES, Shape
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError
 
 
 class Kind(StrEnum):
     SIGNATURE = "signature"
     EXCEPTION = "exception"  # a Python exception line no signature claims
-    FATAL = "fatal"  # a process-level fatal line (segfault, abort) no signature claims
+    SHAPE = "shape"  # a line that states a failure by its shape (signatures/shapes.py)
     FACT = "fact"  # an environment fact
 
 
 # The engine's own patterns: what an error looks like when no signature knows it.
 _EXCEPTION_SCAN = r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+# A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
 _EXCEPTION_VERIFY = re.compile(
-    r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
+    r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*"
+    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
 )
-_FATAL_SCAN = (
-    r"Segmentation fault|core dumped|terminate called after throwing|Fatal Python error"
-    r"|Bus error|Illegal instruction|Floating point exception"
-)
-_FATAL_VERIFY = re.compile(_FATAL_SCAN)
 
 # How many verified hits of one pattern one text records before it stops locating more.
 CAP_SIGNATURE = 2048
@@ -51,6 +49,7 @@ class Matcher:
     excludes: tuple[re.Pattern[str], ...]
     cap: int
     fact: FactPattern | None = None
+    shape: Shape | None = None
 
 
 @dataclass(frozen=True)
@@ -102,9 +101,11 @@ class Library:
             cap: int,
             owner: tuple[str, str],
             fact: FactPattern | None = None,
+            shape: Shape | None = None,
         ) -> None:
             pid = len(matchers)
-            matchers.append(Matcher(pid, kind, sig, verify, _locate(scan, ignore_case), excludes, cap, fact))
+            locate = _locate(scan, ignore_case)
+            matchers.append(Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape))
             scan_patterns.append(ScanPattern(pid, scan, ignore_case))
             owners.append(owner)
 
@@ -132,7 +133,18 @@ class Library:
             CAP_GENERIC,
             ("(engine)", "exception"),
         )
-        add(Kind.FATAL, None, _FATAL_SCAN, _FATAL_VERIFY, False, (), CAP_GENERIC, ("(engine)", "fatal"))
+        for shape in SHAPES:
+            add(
+                Kind.SHAPE,
+                None,
+                shape.scan,
+                shape.verify,
+                shape.ignore_case,
+                (),
+                CAP_GENERIC,
+                ("(engine)", f"shape {shape.name}"),
+                shape=shape,
+            )
         for fact in FACTS:
             add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"), fact)
         self.matchers = matchers

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from signatures.hits import BEFORE_LINES, TextScan, read_text
 from signatures.library import Library
+from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.sources import (
     GZIP_MAGIC,
     READ_SIZE,
@@ -163,6 +164,7 @@ def _join(parts: list[TextScan]) -> TextScan:
         for hit in part.hits:
             hit.line += offset
         joined.hits.extend(part.hits)
+        joined.progress.extend((line + offset, text) for line, text in part.progress)
         for pid, n in part.counts.items():
             joined.counts[pid] = joined.counts.get(pid, 0) + n
         for key, value in part.facts.items():
@@ -170,6 +172,7 @@ def _join(parts: list[TextScan]) -> TextScan:
         joined.bytes += part.bytes
         offset += part.lines
     joined.lines = offset
+    del joined.progress[:-PROGRESS_KEPT]
     return joined
 
 

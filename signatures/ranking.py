@@ -21,16 +21,19 @@ from dataclasses import dataclass
 
 from signatures.hits import Hit
 from signatures.library import Kind, Library
-from signatures.lines import time_key
+from signatures.lines import time_key, unwrap
+from signatures.progress import Progress
+from signatures.shapes import ShapeKind
 from signatures.spec import Signature
 from signatures.tracebacks import exception_name, recovered
 
 TIER_INITIATING = 0
 TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
-TIER_DOWNSTREAM = 2
-TIER_LATE_UNKNOWN = 3  # an unknown error after a downstream symptom: likely its consequence
-TIER_WRAPPER = 4
-TIER_BENIGN = 5
+TIER_DEATH = 2  # a process death no signature knows: what killed it is usually printed before
+TIER_DOWNSTREAM = 3
+TIER_LATE_UNKNOWN = 4  # an unknown error after a downstream symptom: likely its consequence
+TIER_WRAPPER = 5
+TIER_BENIGN = 6
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -60,8 +63,8 @@ class Candidate:
         return self.signature.priority if self.signature else -1000
 
 
-def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
-    """Collapse hits to one candidate per line, applying traceback and frame rules."""
+def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None = None) -> list[Candidate]:
+    """Collapse hits to one candidate per line, applying traceback, frame and handling rules."""
     by_line: dict[tuple[int, int], list[Hit]] = {}
     for hit in hits:
         if hit.matcher.kind is Kind.FACT:
@@ -78,14 +81,17 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
             if _logged_and_handled(best):
                 cand.tier = TIER_BENIGN
         else:
-            hit = next((h for h in line_hits if h.matcher.kind is Kind.EXCEPTION), line_hits[0])
-            tier = (
-                TIER_INITIATING
-                if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback
-                else TIER_UNKNOWN
-            )
+            hit = min(line_hits, key=_shape_rank)
+            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback:
+                tier = TIER_INITIATING
+            elif hit.matcher.shape is not None and hit.matcher.shape.kind is ShapeKind.DEATH:
+                tier = TIER_DEATH
+            else:
+                tier = TIER_UNKNOWN
             if hit.view.ignored or recovered(hit.after):
                 tier = TIER_BENIGN  # handled: "Exception ignored in ...", or retried right after
+            elif progress is not None and progress.went_on(hit.file_index, hit.line, hit.rank):
+                tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
             if framed is not None and tier == TIER_INITIATING:
@@ -94,7 +100,29 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
         _move_to_assert(cand)
         out.append(cand)
     _demote_late_unknowns(out)
-    return _drop_bodiless_exceptions(out)
+    return _drop_wrapped_halves(_drop_bodiless_exceptions(out))
+
+
+def _drop_wrapped_halves(cands: list[Candidate]) -> list[Candidate]:
+    # A message wrapped onto the next line is one statement: when a signature names the second
+    # half, the generic first half ("what():  [Rank 2] ... terminated with exception:") adds nothing.
+    signed = {(c.hit.file_index, c.line): c for c in cands if c.signature is not None}
+    keep = []
+    for c in cands:
+        below = signed.get((c.hit.file_index, c.line + 1))
+        if c.signature is None and below is not None and _continues(c.text, below.text):
+            continue
+        keep.append(c)
+    return keep
+
+
+def _continues(upper: str, lower: str) -> bool:
+    """``lower`` carries on the message of ``upper``: no head of its own, and ``upper`` did not end."""
+    head = unwrap(lower)
+    if head.rank is not None or head.time is not None or head.level is not None:
+        return False
+    starts_mid = lower[:1] in (" ", "\t") or lower[:1].islower()
+    return starts_mid and not upper.rstrip().endswith((".", "!"))
 
 
 def _drop_bodiless_exceptions(cands: list[Candidate]) -> list[Candidate]:
@@ -115,7 +143,7 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
     if not downstream:
         return
     for c in cands:
-        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN)
+        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEATH)
         if unknown and any(_time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
 
@@ -124,6 +152,14 @@ def _logged_and_handled(hit: Hit) -> bool:
     # An error a library logged at warning or info level and then worked around ("assuming every
     # input is mutated", "falling back to eager") did not stop the run.
     return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
+
+
+def _shape_rank(hit: Hit) -> int:
+    # What a line states, best first: a Python exception, another error statement, a death.
+    if hit.matcher.kind is Kind.EXCEPTION:
+        return 0
+    shape = hit.matcher.shape
+    return 2 if shape is not None and shape.kind is ShapeKind.DEATH else 1
 
 
 def _line_rank(hit: Hit) -> tuple[int, int]:

@@ -1,0 +1,80 @@
+"""Training progress: the lines that show a run kept going, and what they say about an error.
+
+An error that a process logged and then trained on past is no failure (it was handled), and a
+degradation is a problem the run kept training with. Both are read from progress lines: step or
+iteration counters, loss values, rates, progress bars.
+
+Reading every progress line of a 1 GB log in Python would cost seconds, so each chunk keeps only
+the progress lines in its last few KB: what the end of each stretch of output looked like. That
+is enough to tell whether a rank trained on after a line, which is all the engine asks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from signatures.lines import unwrap
+
+PROGRESS = re.compile(
+    rb"\b(?:step|iter(?:ation)?|global_step|epoch)\b[ \t]*[:=#]?[ \t]*\[?[ \t]*[0-9]+"
+    rb"|\bloss\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan|inf)"
+    rb"|[0-9](?:\.[0-9]+)?[ \t]?(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"
+    rb"|[0-9]+/[0-9]+ \[[0-9:]+<",
+    re.IGNORECASE,
+)
+WINDOW = 16 << 10  # bytes at the end of each chunk searched for progress lines
+KEPT = 256  # progress lines a text keeps (the newest)
+AFTER_MIN = 2  # progress lines after an error that prove the process went on
+
+
+def progress_lines(chunk: bytes, base: int) -> list[tuple[int, str]]:
+    """(line number, text) of the progress lines in the last WINDOW bytes of ``chunk``."""
+    start = 0
+    if len(chunk) > WINDOW:
+        start = chunk.find(b"\n", len(chunk) - WINDOW) + 1
+        if start <= 0:
+            return []
+    line_no = base + chunk.count(b"\n", 0, start)  # lines before the current position
+    pos, found = start, []
+    for m in PROGRESS.finditer(chunk, start):
+        if m.start() < pos:
+            continue  # a second match on a line already taken
+        begin = chunk.rfind(b"\n", 0, m.start()) + 1
+        line_no += chunk.count(b"\n", pos, begin)
+        end = chunk.find(b"\n", m.end())
+        end = end if end >= 0 else len(chunk)
+        found.append((line_no + 1, chunk[begin:end][:300].decode("utf-8", "replace")))
+        pos = end
+    return found
+
+
+@dataclass(frozen=True)
+class ProgressLine:
+    file_index: int
+    line: int
+    rank: int | None
+
+
+class Progress:
+    """The progress lines kept from every text, to ask whether a process went on after a line."""
+
+    def __init__(self, per_text: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> None:
+        self.lines: dict[int, list[ProgressLine]] = {}
+        for file_index, kept in per_text:
+            self.lines[file_index] = [ProgressLine(file_index, n, unwrap(t).rank) for n, t in kept]
+
+    def went_on(self, file_index: int, line: int, rank: int | None) -> bool:
+        """Whether the process that printed ``line`` shows training progress after it.
+
+        With a rank, that rank's own progress counts. Without one, any progress counts only when
+        the text's progress lines carry no ranks either (one process); otherwise who went on
+        cannot be told.
+        """
+        later = [p for p in self.lines.get(file_index, ()) if p.line > line]
+        if rank is not None:
+            later = [p for p in later if p.rank == rank]
+        elif any(p.rank is not None for p in later):
+            return False
+        return len(later) >= AFTER_MIN

@@ -1,0 +1,192 @@
+"""What a failure looks like when no signature knows its wording: the generic failure layer.
+
+Each shape is a cheap scan pattern (it runs in the same multi-pattern scan as every fingerprint)
+and a per-line check that only runs on the few lines the scan found. Two kinds:
+
+- an *error statement*: a line in which a process states that something failed (the exception
+  line of a Python traceback is read by ``tracebacks.py``; these are the others);
+- a *process death*: a line that reports that a process died (signal, non-zero exit code).
+
+A line that states a failure by its shape is named with status ``unrecognized`` when no
+initiating signature names a line; the same noise model (roles, time, handled errors, echoes)
+applies to it as to a known signature.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from signatures.lines import LineFacts
+
+
+class ShapeKind(StrEnum):
+    ERROR = "error"  # a process states that something failed
+    DEATH = "death"  # a process died (signal, exit code, killed)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One generic failure shape: a scan regex and the check of a matching line."""
+
+    name: str
+    kind: ShapeKind
+    label: str  # what the shape is, in words, for the "why" of a diagnosis
+    scan: str  # the bulk-scanner form (Hyperscan, RE2 and re agree on it)
+    verify: re.Pattern[str]  # searched in the unwrapped message
+    ignore_case: bool = False
+
+
+# Levels of a log record that never state a failure of their own, and those that do.
+QUIET_LEVELS = ("I", "D", "W")
+ERROR_LEVELS = ("E", "F", "C")
+
+_LEVEL_WORD = r"(?:ERROR|CRITICAL|FATAL)"
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "cpp-exception",
+        ShapeKind.ERROR,
+        "a C++ exception that ended the process",
+        r"terminate called (?:after throwing|without an active exception|recursively)|what\(\): |Fatal Python error: ",
+        re.compile(
+            r"^(?:terminate called (?:after throwing|without an active exception|recursively)"
+            r"|[ \t]*what\(\): +[^ \t]|Fatal Python error: )"
+        ),
+    ),
+    Shape(
+        "failed-assertion",
+        ShapeKind.ERROR,
+        "a failed C/CUDA assertion",
+        r"Assertion [`'][^\n]{1,400}['`] failed|Check failed: ",
+        re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] )Check failed: "),
+    ),
+    Shape(
+        "logged-error",
+        ShapeKind.ERROR,
+        "a log record at ERROR level or above",
+        # glog heads ([E0612 ...] / E0612 ...), level words, logging's "- ERROR -" and loguru's "| ERROR |"
+        r"(?:^|[\]:\[ ])[EF]\d{4} \d\d:\d\d:\d\d|\[[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
+        re.compile(
+            rf"^[^\w\n]{{0,4}}{_LEVEL_WORD}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
+            rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL_WORD} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
+            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL_WORD} +[-|] "  # loguru and friends
+        ),
+    ),
+    Shape(
+        "tool-error",
+        ShapeKind.ERROR,
+        "a program's or compiler's own error line",
+        r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: ",
+        re.compile(
+            r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"  # slurmstepd: error: / main.c:4:10: fatal error:
+            r"|^error: \S"  # setuptools, cargo
+            r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
+        ),
+    ),
+    Shape(
+        "status-code",
+        ShapeKind.ERROR,
+        "a framework status code",
+        r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \(|nccl[A-Z]\w+Error",
+        re.compile(
+            r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+            r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
+            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\bnccl[A-Z]\w+Error\b"
+        ),
+    ),
+    Shape(
+        "scheduler-verdict",
+        ShapeKind.ERROR,
+        "a scheduler's verdict on the job",
+        r"CANCELLED AT |DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAIL)|oom[-_]kill event|OUT_OF_MEMORY|NODE_FAIL"
+        r"|^TERM_[A-Z_]+: |\b(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b",
+        re.compile(
+            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAIL)"
+            r"|oom[-_]kill event|\bOUT_OF_MEMORY\b|\bNODE_FAIL\b|^TERM_[A-Z_]+: "
+            r"|(?:^|\bWarning +|[Rr]eason:? +)(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b"
+        ),
+    ),
+    Shape(
+        "nccl-warning",
+        ShapeKind.ERROR,
+        "an NCCL warning that reports a failed call",
+        r"NCCL WARN ",
+        re.compile(r"NCCL WARN "),
+    ),
+    Shape(
+        "signal-death",
+        ShapeKind.DEATH,
+        "a process killed by a signal",
+        r"Segmentation fault|core dumped|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)\b"
+        r"|[0-9]+ +(?:Killed|Aborted|Segmentation fault|Bus error) |(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
+        r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b",
+        re.compile(
+            r"Segmentation fault|core dumped"
+            r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)(?:[ \t(:.]|$)"
+            r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
+            r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
+            r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
+        ),
+    ),
+    Shape(
+        "exit-code",
+        ShapeKind.DEATH,
+        "a process that exited with a non-zero code",
+        r"exit(?:ed)?(?: with)?(?: exit)? ?(?:code|status)[:= ]+-?[1-9]|exitcode: -?[1-9]"
+        r"|terminated with (?:exit code|signal)",
+        re.compile(
+            r"\bexit(?:ed)?(?: with)?(?: exit)? ?(?:code|status)[:= ]+\(?-?[1-9]\d*"
+            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)"
+        ),
+        ignore_case=True,
+    ),
+)
+
+
+# NCCL prints a failed call's return code as it unwinds: "NCCL INFO transport/net.cc:1008 -> 6".
+_NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
+_NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.-]*:\d+):\d+ \[\d+\] ")
+_NCCL_FAILURE_WORDS = re.compile(
+    r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch"
+    r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized))\b",
+    re.IGNORECASE,
+)
+# Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
+PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
+# A line that says in itself that the error was worked around.
+_SELF_RECOVERY = re.compile(r"\binstead\.?[ \t]*$|\b(?:falling back|will retry|retrying)\b", re.IGNORECASE)
+
+
+def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
+    """An NCCL WARN line reports a failed call: its return code unwinds below it, or it says so.
+
+    The next line of the same process decides: `file.cc:N -> code` is the failure unwinding, any
+    other INFO line means NCCL carried on (a fallback it announced as a warning).
+    """
+    own = _NCCL_PROCESS.search(raw)
+    for line in after[:3]:
+        if own is None or own.group(1) + ":" in line:
+            if _NCCL_UNWIND.search(line):
+                return True
+            if "NCCL INFO" in line:
+                return False
+    return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
+
+
+def shape_holds(
+    shape: Shape, raw: str, facts: LineFacts, matched: bool, after: Callable[[], Sequence[str]]
+) -> bool:
+    """Whether a line the scan found really has ``shape``; ``matched``: its verify regex matched."""
+    if PY_WARNING.match(facts.message) or _SELF_RECOVERY.search(facts.message):
+        return False
+    if shape.name == "logged-error":
+        return matched or facts.level in ERROR_LEVELS
+    if not matched or facts.level in QUIET_LEVELS:
+        return False
+    if shape.name == "nccl-warning":
+        return nccl_warning_failed(raw, facts.message, after())
+    return True
