@@ -18,12 +18,16 @@ from dataclasses import dataclass
 from signatures.lines import unwrap
 
 PROGRESS = re.compile(
-    rb"\b(?:step|iter(?:ation)?|global_step|epoch)\b[ \t]*[:=#]?[ \t]*\[?[ \t]*[0-9]+"
-    rb"|\bloss\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan|inf)"
+    # a loss value, a rate, a progress bar, or a step/iteration/epoch counter ("step 10", "[3/50]")
+    rb"\bloss\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan\b|inf\b)"
     rb"|[0-9](?:\.[0-9]+)?[ \t]?(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"
-    rb"|[0-9]+/[0-9]+ \[[0-9:]+<",
-    re.IGNORECASE,
+    rb"|[0-9]+/[0-9]+ \[[0-9:]+<"
+    rb"|\b(?:global_step|step|iter(?:ation)?|epoch)\b[ \t]*[:=#]?[ \t]*\[?[0-9]+\]?(?:\[[0-9]+)?"
+    rb"(?:[ \t]*/[ \t]*[0-9]+)?\]?(?=[ \t,|\]:)]|$)",
+    re.IGNORECASE | re.MULTILINE,
 )
+# A line that reports a problem is no sign of progress, whatever counter it carries.
+_TROUBLE = re.compile(rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning")
 WINDOW = 16 << 10  # bytes at the end of each chunk searched for progress lines
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on
@@ -45,7 +49,9 @@ def progress_lines(chunk: bytes, base: int) -> list[tuple[int, str]]:
         line_no += chunk.count(b"\n", pos, begin)
         end = chunk.find(b"\n", m.end())
         end = end if end >= 0 else len(chunk)
-        found.append((line_no + 1, chunk[begin:end][:300].decode("utf-8", "replace")))
+        line = chunk[begin:end]
+        if not _TROUBLE.search(line):
+            found.append((line_no + 1, line[:300].decode("utf-8", "replace")))
         pos = end
     return found
 

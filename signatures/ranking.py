@@ -16,6 +16,7 @@ priority. Every rule here has a test in tests/test_ranking.py.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -121,8 +122,11 @@ def _continues(upper: str, lower: str) -> bool:
     head = unwrap(lower)
     if head.rank is not None or head.time is not None or head.level is not None:
         return False
-    starts_mid = lower[:1] in (" ", "\t") or lower[:1].islower()
+    starts_mid = lower[:1] in (" ", "\t") or (lower[:1].islower() and not _OWN_HEAD.match(lower))
     return starts_mid and not upper.rstrip().endswith((".", "!"))
+
+
+_OWN_HEAD = re.compile(r"^[\w.-]+:")  # "srun: error: ...": a line of its own, not a continuation
 
 
 def _drop_bodiless_exceptions(cands: list[Candidate]) -> list[Candidate]:
