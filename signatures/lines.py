@@ -32,6 +32,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
         r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
+        # abseil's glog with an unset clock (E0000 00:00:1738697930.202924 7665 f.cc:522]) and
+        # TensorFlow's short head (E tensorflow/core/kernels/x.cc:157]): the level, no usable time
+        r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
+        r"^(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date

@@ -27,7 +27,9 @@ PROGRESS = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 # A line that reports a problem is no sign of progress, whatever counter it carries.
-_TROUBLE = re.compile(rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning")
+_TROUBLE = re.compile(
+    rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
+)
 WINDOW = 16 << 10  # bytes at the end of each chunk searched for progress lines
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on

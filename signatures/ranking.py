@@ -16,13 +16,20 @@ priority. Every rule here has a test in tests/test_ranking.py.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from signatures.episodes import (
+    SURVIVABLE_SHAPES,
+    carried_on,
+    drop_wrapped_halves,
+    first_after,
+    leads_into_traceback,
+    move_introductions,
+)
 from signatures.hits import Hit
 from signatures.library import Kind, Library
-from signatures.lines import time_key, unwrap
+from signatures.lines import time_key
 from signatures.progress import Progress
 from signatures.shapes import ShapeKind
 from signatures.spec import Signature
@@ -54,6 +61,7 @@ class Candidate:
     via_frames: bool = False  # named by where its traceback ends, not by its text
     line: int = 0  # the evidence line (an `assert` echo can move it up)
     text: str = ""
+    death: bool = False  # the line also reports how a process died (exit code, signal)
 
     @property
     def role(self) -> str:
@@ -98,48 +106,49 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
             if framed is not None and tier == TIER_INITIATING:
                 cand = Candidate(hit, framed, _tier(framed), via_frames=True)
         cand.line, cand.text = cand.hit.line, cand.hit.text
+        cand.death = any(
+            h.matcher.shape is not None and h.matcher.shape.kind is ShapeKind.DEATH for h in line_hits
+        )
         _move_to_assert(cand)
         out.append(cand)
+    out = drop_wrapped_halves(move_introductions(out))
+    _promote_episode_leads(out)
+    _demote_survived_errors(out)
     _demote_late_unknowns(out)
-    return _drop_wrapped_halves(_drop_bodiless_exceptions(out))
+    return out
 
 
-def _drop_wrapped_halves(cands: list[Candidate]) -> list[Candidate]:
-    # A message wrapped onto the next line is one statement: when a signature names the second
-    # half, the generic first half ("what():  [Rank 2] ... terminated with exception:") adds nothing.
-    signed = {(c.hit.file_index, c.line): c for c in cands if c.signature is not None}
-    keep = []
-    for c in cands:
-        below = signed.get((c.hit.file_index, c.line + 1))
-        if c.signature is None and below is not None and _continues(c.text, below.text):
+def _demote_survived_errors(cands: list[Candidate]) -> None:
+    # An error record after which the process printed ordinary output, and after which nothing
+    # failed anywhere, was survived (TensorFlow's "Unable to register cuDNN factory" at start-up).
+    lines = {(c.hit.file_index, c.line) for c in cands}
+    for c in sorted(cands, key=lambda c: (c.hit.file_index, -c.line)):  # the latest first
+        shape = c.hit.matcher.shape
+        if c.signature is not None or c.tier != TIER_UNKNOWN or shape is None:
             continue
-        keep.append(c)
-    return keep
-
-
-def _continues(upper: str, lower: str) -> bool:
-    """``lower`` carries on the message of ``upper``: no head of its own, and ``upper`` did not end."""
-    head = unwrap(lower)
-    if head.rank is not None or head.time is not None or head.level is not None:
-        return False
-    starts_mid = lower[:1] in (" ", "\t") or (lower[:1].islower() and not _OWN_HEAD.match(lower))
-    return starts_mid and not upper.rstrip().endswith((".", "!"))
-
-
-_OWN_HEAD = re.compile(r"^[\w.-]+:")  # "srun: error: ...": a line of its own, not a continuation
-
-
-def _drop_bodiless_exceptions(cands: list[Candidate]) -> list[Candidate]:
-    # `AssertionError:` with its message on the next lines ("The NVIDIA driver on your system is
-    # too old ..."): the known line below states the cause, the bare exception name does not.
-    signed = {(c.hit.file_index, c.line) for c in cands if c.signature is not None}
-    keep = []
-    for c in cands:
-        bare = c.signature is None and c.hit.facts.message.rstrip().endswith(":")
-        if bare and any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):
+        if shape.name not in SURVIVABLE_SHAPES or not carried_on(c, lines):
             continue
-        keep.append(c)
-    return keep
+        later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and _time_order(c, x) < 0]
+        if not later:
+            c.tier = TIER_BENIGN
+
+
+def _promote_episode_leads(cands: list[Candidate]) -> None:
+    # A statement printed just before a traceback ("ERROR: Unexpected bus error encountered in
+    # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
+    # in, first. When no signature knows that exception, the statement leads: it is earlier.
+    generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
+    for c in cands:
+        if c.signature is not None or c.tier != TIER_UNKNOWN:
+            continue
+        header = leads_into_traceback(c, generic)
+        if header is None:
+            continue
+        ending = first_after(
+            [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION], c.hit.file_index, header
+        )
+        if ending is None or ending.signature is None:
+            c.tier = TIER_INITIATING
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:
@@ -203,6 +212,8 @@ def _move_to_assert(cand: Candidate) -> None:
 def _compare(a: Candidate, b: Candidate) -> int:
     if a.tier != b.tier:
         return -1 if a.tier < b.tier else 1
+    if a.tier == TIER_WRAPPER and a.death != b.death:
+        return -1 if a.death else 1  # the launcher's report of how a worker died beats its cleanup
     order = _time_order(a, b)
     if order:
         return order

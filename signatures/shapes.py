@@ -68,7 +68,7 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "a log record at ERROR level or above",
         # glog heads ([E0612 ...] / E0612 ...), level words, logging's "- ERROR -" and loguru's "| ERROR |"
-        r"(?:^|[\]:\[ ])[EF]\d{4} \d\d:\d\d:\d\d|\[[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
+        r"(?:^|[\]:\[ ])[EF]\d{3,4} \d\d:\d\d:\d|(?:^|[\[ ])[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
         re.compile(
             rf"^[^\w\n]{{0,4}}{_LEVEL_WORD}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
             rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL_WORD} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
@@ -91,11 +91,13 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "a framework status code",
         r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \(|nccl[A-Z]\w+Error",
+        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \("
+        r"|nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)",
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
-            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\bnccl[A-Z]\w+Error\b"
+            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \("
+            r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
     ),
     Shape(
@@ -136,10 +138,9 @@ SHAPES: tuple[Shape, ...] = (
         "exit-code",
         ShapeKind.DEATH,
         "a process that exited with a non-zero code",
-        r"exit(?:ed)?(?: with)?(?: exit)? ?(?:code|status)[:= ]+-?[1-9]|exitcode: -?[1-9]"
-        r"|terminated with (?:exit code|signal)",
+        r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]|exitcode: -?[1-9]|terminated with (?:exit code|signal)",
         re.compile(
-            r"\bexit(?:ed)?(?: with)?(?: exit)? ?(?:code|status)[:= ]+\(?-?[1-9]\d*"
+            r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
             r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)"
         ),
         ignore_case=True,
