@@ -8,11 +8,13 @@ lines states the failure; ``ranking.py`` then orders what is left.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from signatures.lines import unwrap
-from signatures.tracebacks import HEADER
+from signatures.shapes import NCCL_UNWIND
+from signatures.tracebacks import FRAME, HEADER
 
 if TYPE_CHECKING:
     from signatures.ranking import Candidate
@@ -25,30 +27,37 @@ def introduces(message: str) -> bool:
     return message.rstrip().rstrip("*").endswith(":")
 
 
+def bare(message: str) -> bool:
+    """A statement with no words of its own: an exception name or a level word and a colon."""
+    return _BARE.match(message) is not None
+
+
+_BARE = re.compile(r"^[ \t*]*[\w.]+:[ \t*]*$")
+
+
 def move_introductions(cands: list[Candidate]) -> list[Candidate]:
     """A generic statement that only introduces the next lines gives way to them.
 
-    - Followed by a traceback, it is a logger's header ("ERROR: Exception occurred during run:"):
-      the exception that ends the traceback states the failure, so the header is dropped.
-    - Followed by a known line within 3 lines, the known line states it: dropped.
-    - Otherwise the failure is stated on the next line ("AssertionError: " then "The NVIDIA
-      driver on your system is too old"): the evidence moves there.
+    - Ending in a colon and followed by a traceback, it is a logger's header ("ERROR: Exception
+      occurred during run:"): the exception that ends the traceback states the failure.
+    - Ending in a colon with a known line within 3 lines below, the known line states it.
+    - Bare ("AssertionError: " then "The NVIDIA driver on your system is too old"), the failure
+      is stated on the next line: the evidence moves there.
     """
     signed = {(c.hit.file_index, c.line) for c in cands if c.signature is not None}
     keep = []
     for c in cands:
-        if c.signature is not None or not introduces(c.hit.facts.message) or c.line != c.hit.line:
+        message = c.hit.facts.message
+        if c.signature is not None or not introduces(message) or c.line != c.hit.line:
             keep.append(c)
             continue
         if any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):
             continue
         following = next(((k, t) for k, t in enumerate(c.hit.after[:3], 1) if t.strip()), None)
-        if following is None:
-            keep.append(c)
+        if following is not None and HEADER.match(unwrap(following[1]).message):
             continue
-        if HEADER.match(unwrap(following[1]).message):
-            continue
-        c.line, c.text = c.hit.line + following[0], following[1]
+        if following is not None and bare(message):
+            c.line, c.text = c.hit.line + following[0], following[1]
         keep.append(c)
     return keep
 
@@ -94,9 +103,9 @@ def first_after(cands: Sequence[Candidate], file_index: int, line: int) -> Candi
     return min(below, key=lambda c: c.line, default=None)
 
 
-# Shapes that a process may print and then carry on from (records, status codes); an exception,
-# a C++ abort, a failed assertion or a scheduler's verdict is never carried on from.
-SURVIVABLE_SHAPES = ("logged-error", "tool-error", "status-code", "nccl-warning")
+# Shapes that a process may print and then carry on from (log records); an exception, a C++
+# abort, a status code, a failed assertion or a scheduler's verdict is never carried on from.
+SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning")
 SURVIVED_AFTER = 5  # ordinary lines of the same process after an error that show it carried on
 
 
@@ -106,6 +115,9 @@ def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
     for k, text in enumerate(c.hit.after, 1):
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
-        if unwrap(text).rank == c.hit.rank:
+        facts = unwrap(text)
+        if HEADER.match(facts.message) or FRAME.match(facts.message):
+            return False  # a traceback follows: the process is going down, not on
+        if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
     return ordinary >= SURVIVED_AFTER

@@ -26,11 +26,15 @@ class Kind(StrEnum):
 
 
 # The engine's own patterns: what an error looks like when no signature knows it.
-_EXCEPTION_SCAN = r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+_EXCEPTION_SCAN = (
+    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+    r"|(?:^|[ \t:\]>`*])(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]+: "  # triton.runtime.errors.OutOfResources:
+)
 # A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
 _EXCEPTION_VERIFY = re.compile(
-    r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*"
-    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
+    r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
+    r"|(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]+: )"
 )
 
 # How many verified hits of one pattern one text records before it stops locating more.

@@ -20,6 +20,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        r"^`(?=[^`])",  # a line pasted as inline code
+        r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<rank>\d+)\]: ?",  # torchrun --tee
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]

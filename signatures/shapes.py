@@ -149,11 +149,11 @@ SHAPES: tuple[Shape, ...] = (
 
 
 # NCCL prints a failed call's return code as it unwinds: "NCCL INFO transport/net.cc:1008 -> 6".
-_NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
+NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
 _NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.-]*:\d+):\d+ \[\d+\] ")
 _NCCL_FAILURE_WORDS = re.compile(
-    r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch"
-    r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized))\b",
+    r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch\w*"
+    r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized)|no \w+ (?:found|available))\b",
     re.IGNORECASE,
 )
 # Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
@@ -171,7 +171,7 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
     own = _NCCL_PROCESS.search(raw)
     for line in after[:3]:
         if own is None or own.group(1) + ":" in line:
-            if _NCCL_UNWIND.search(line):
+            if NCCL_UNWIND.search(line):
                 return True
             if "NCCL INFO" in line:
                 return False
