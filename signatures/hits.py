@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from signatures.environment import read_fact
@@ -18,8 +18,10 @@ from signatures.lines import LineFacts, rank_from_name, strip_ansi, unwrap
 from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.progress import progress_lines
 from signatures.shapes import shape_holds
+from signatures.structure import Sighting
 from signatures.tracebacks import TracebackView, is_advice, read_traceback
 
+_TEXT = re.compile(rb"\S")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
 BEFORE_LINES = 60  # enough to walk a traceback back to its header
 AFTER_LINES = 12
@@ -45,11 +47,15 @@ class Hit:
 
     @property
     def rank(self) -> int | None:
-        for key in ("rank", "local_rank"):
-            value = self.groups.get(key)
-            if value is not None and value.isdigit():
-                return int(value)
-        return self.facts.rank
+        """The global rank the line names (a fingerprint's group, a prefix or the message)."""
+        value = self.groups.get("rank")
+        return int(value) if value is not None and value.isdigit() else self.facts.rank
+
+    @property
+    def local_rank(self) -> int | None:
+        """The launcher's per-node index of the process, when the line names one."""
+        value = self.groups.get("local_rank")
+        return int(value) if value is not None and value.isdigit() else self.facts.local_rank
 
     @property
     def host(self) -> str | None:
@@ -62,18 +68,23 @@ class TextScan:
 
     name: str
     file_index: int
+    name_rank: int | None = None  # the rank the file's name gives, when it gives one
     lines: int = 0
     bytes: int = 0
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
     facts: dict[str, str] = field(default_factory=dict)
     progress: list[tuple[int, str]] = field(default_factory=list)  # the newest progress lines kept
+    has_text: bool = False  # any character but white space
+    sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
+
 
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""
         self.file_index = file_index
         for hit in self.hits:
             hit.file_index = file_index
+        self.sightings = [replace(s, file_index=file_index) for s in self.sightings]
 
     def detach(self) -> None:
         """Replace matchers by their ids, so the scan pickles small across processes."""
@@ -97,8 +108,7 @@ def read_text(
 
     ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file.
     """
-    result = TextScan(name=name, file_index=file_index)
-    default_rank = rank_from_name(name)
+    result = TextScan(name=name, file_index=file_index, name_rank=rank_from_name(name))
     scanner = library.scanner
     matchers = library.matchers
     kept_context: dict[int, int] = {}
@@ -141,10 +151,10 @@ def read_text(
                     by_line[start],
                     prev_tail,
                     next_chunk,
-                    default_rank,
                     kept_context,
                     done_facts,
                 )
+        result.has_text = result.has_text or _TEXT.search(chunk) is not None
         result.progress.extend(progress_lines(chunk, base))
         del result.progress[:-PROGRESS_KEPT]
         newlines = chunk.count(b"\n")
@@ -171,7 +181,6 @@ def _record_line(
     candidates: list[Matcher],
     prev_tail: list[bytes],
     next_chunk: bytes,
-    default_rank: int | None,
     kept_context: dict[int, int],
     done_facts: set[str],
 ) -> None:
@@ -203,11 +212,17 @@ def _record_line(
                 break
             if before_lines is None:
                 before_lines = _lines_before(chunk, start, prev_tail)
+            if matcher.structure is not None:
+                sighting = matcher.structure.read(
+                    result.file_index, line_no, facts, before_lines, lambda: _lines_after(chunk, end, next_chunk)
+                )
+                if sighting is not None:
+                    result.sightings.append(sighting)
+                    result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
+                break
             view = read_traceback(facts.message, before_lines)
             if view.echo or view.frame:
                 break
-            if facts.rank is None and default_rank is not None:
-                facts = LineFacts(facts.message, default_rank, facts.host, facts.time, facts.level)
             result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
             keep_context = (
                 kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE

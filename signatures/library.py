@@ -15,6 +15,7 @@ from signatures.loader import load_signatures
 from signatures.patterns import literal_to_regex, scan_form
 from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
 from signatures.shapes import SHAPES, Shape
+from signatures.structure import STRUCTURE, StructurePattern
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError
 
 
@@ -22,6 +23,7 @@ class Kind(StrEnum):
     SIGNATURE = "signature"
     EXCEPTION = "exception"  # a Python exception line no signature claims
     SHAPE = "shape"  # a line that states a failure by its shape (signatures/shapes.py)
+    STRUCTURE = "structure"  # a line that tells who is who (signatures/structure.py)
     FACT = "fact"  # an environment fact
 
 
@@ -41,6 +43,7 @@ _EXCEPTION_VERIFY = re.compile(
 CAP_SIGNATURE = 2048
 CAP_BENIGN = 64
 CAP_GENERIC = 512
+CAP_STRUCTURE = 4096
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Matcher:
     cap: int
     fact: FactPattern | None = None
     shape: Shape | None = None
+    structure: StructurePattern | None = None
 
 
 @dataclass(frozen=True)
@@ -106,10 +110,11 @@ class Library:
             owner: tuple[str, str],
             fact: FactPattern | None = None,
             shape: Shape | None = None,
+            structure: StructurePattern | None = None,
         ) -> None:
             pid = len(matchers)
             locate = _locate(scan, ignore_case)
-            matchers.append(Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape))
+            matchers.append(Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape, structure))
             scan_patterns.append(ScanPattern(pid, scan, ignore_case))
             owners.append(owner)
 
@@ -148,6 +153,18 @@ class Library:
                 CAP_GENERIC,
                 ("(engine)", f"shape {shape.name}"),
                 shape=shape,
+            )
+        for pattern in STRUCTURE:
+            add(
+                Kind.STRUCTURE,
+                None,
+                pattern.scan,
+                pattern.verify,
+                False,
+                (),
+                CAP_STRUCTURE,
+                ("(engine)", f"structure {pattern.name}"),
+                structure=pattern,
             )
         for fact in FACTS:
             add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"), fact)

@@ -12,6 +12,7 @@ is enough to tell whether a rank trained on after a line, which is all the engin
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -63,6 +64,7 @@ class ProgressLine:
     file_index: int
     line: int
     rank: int | None
+    text: str
 
 
 class Progress:
@@ -71,7 +73,7 @@ class Progress:
     def __init__(self, per_text: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> None:
         self.lines: dict[int, list[ProgressLine]] = {}
         for file_index, kept in per_text:
-            self.lines[file_index] = [ProgressLine(file_index, n, unwrap(t).rank) for n, t in kept]
+            self.lines[file_index] = [ProgressLine(file_index, n, unwrap(t).rank, t) for n, t in kept]
 
     def went_on(self, file_index: int, line: int, rank: int | None) -> bool:
         """Whether the process that printed ``line`` shows training progress after it.
@@ -80,9 +82,49 @@ class Progress:
         the text's progress lines carry no ranks either (one process); otherwise who went on
         cannot be told.
         """
-        later = [p for p in self.lines.get(file_index, ()) if p.line > line]
+        return len(self.around(file_index, line, rank)[1]) >= AFTER_MIN
+
+    def around(
+        self, file_index: int, line: int, rank: int | None
+    ) -> tuple[list[ProgressLine], list[ProgressLine]]:
+        """The progress lines of the process that printed ``line``: before it, and after it."""
+        own = self.lines.get(file_index, [])
         if rank is not None:
-            later = [p for p in later if p.rank == rank]
-        elif any(p.rank is not None for p in later):
-            return False
-        return len(later) >= AFTER_MIN
+            own = [p for p in own if p.rank == rank]
+        elif any(p.rank is not None for p in own):
+            return [], []
+        return [p for p in own if p.line < line], [p for p in own if p.line > line]
+
+
+_NUMBER = r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_UNIT = r"it/s|s/it|samples/s|tokens/s|tok/s|sec/step|s/step|ms/step|ms/it"
+_RATE = re.compile(
+    rf"(?P<v>{_NUMBER}) ?(?P<u>{_UNIT})\b"  # 1.2it/s, 0.138 sec/step
+    rf"|\b(?P<u2>{_UNIT})[ \t:=]+(?P<v2>{_NUMBER})"  # tokens/s 1.2e+06
+    rf"|elapsed time per iteration \(ms\): (?P<ms>{_NUMBER})"  # Megatron
+)
+_SLOW_UNITS = ("s/it", "sec/step", "s/step", "ms/step", "ms/it")
+
+
+def speed(text: str) -> float | None:
+    """Work per second a progress line reports (iterations, samples or tokens), or None."""
+    m = _RATE.search(text)
+    if m is None:
+        return None
+    if m.group("ms"):
+        value = float(m.group("ms"))
+        return 1000.0 / value if value else None
+    value, unit = float(m.group("v") or m.group("v2")), m.group("u") or m.group("u2")
+    if unit in _SLOW_UNITS:
+        seconds = value / 1000.0 if unit.startswith("ms") else value
+        return 1.0 / seconds if seconds else None
+    return value
+
+
+def slowdown(before: Sequence[ProgressLine], after: Sequence[ProgressLine]) -> float | None:
+    """How many times slower the lines after run than the lines before, or None when unknown."""
+    ahead = [v for p in before[-8:] if (v := speed(p.text)) is not None]
+    behind = [v for p in after[:8] if (v := speed(p.text)) is not None]
+    if not ahead or not behind:
+        return None
+    return statistics.median(ahead) / statistics.median(behind) if statistics.median(behind) else None

@@ -37,11 +37,12 @@ from signatures.tracebacks import exception_name, recovered
 
 TIER_INITIATING = 0
 TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
-TIER_DEATH = 2  # a process death no signature knows: what killed it is usually printed before
-TIER_DOWNSTREAM = 3
-TIER_LATE_UNKNOWN = 4  # an unknown error after a downstream symptom: likely its consequence
-TIER_WRAPPER = 5
-TIER_BENIGN = 6
+TIER_DEGRADED = 2  # a run going on worse (limit hit, non-finite loss) that no signature knows
+TIER_DEATH = 3  # a process death no signature knows: what killed it is usually printed before
+TIER_DOWNSTREAM = 4
+TIER_LATE_UNKNOWN = 5  # an unknown error after a downstream symptom: likely its consequence
+TIER_WRAPPER = 6
+TIER_BENIGN = 7
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -91,15 +92,14 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
                 cand.tier = TIER_BENIGN
         else:
             hit = min(line_hits, key=_shape_rank)
+            kind = hit.matcher.shape.kind if hit.matcher.shape is not None else ShapeKind.ERROR
             if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback:
                 tier = TIER_INITIATING
-            elif hit.matcher.shape is not None and hit.matcher.shape.kind is ShapeKind.DEATH:
-                tier = TIER_DEATH
             else:
-                tier = TIER_UNKNOWN
+                tier = _SHAPE_TIER[kind]
             if hit.view.ignored or recovered(hit.after):
                 tier = TIER_BENIGN  # handled: "Exception ignored in ...", or retried right after
-            elif progress is not None and progress.went_on(hit.file_index, hit.line, hit.rank):
+            elif kind is not ShapeKind.DEGRADATION and progress and progress.went_on(hit.file_index, hit.line, hit.rank):
                 tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
@@ -128,7 +128,7 @@ def _demote_survived_errors(cands: list[Candidate]) -> None:
             continue
         if shape.name not in SURVIVABLE_SHAPES or not carried_on(c, lines):
             continue
-        later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and _time_order(c, x) < 0]
+        later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and time_order(c, x) < 0]
         if not later:
             c.tier = TIER_BENIGN
 
@@ -156,8 +156,8 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
     if not downstream:
         return
     for c in cands:
-        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEATH)
-        if unknown and any(_time_order(d, c) < 0 for d in downstream):
+        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
+        if unknown and any(time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
 
 
@@ -167,12 +167,15 @@ def _logged_and_handled(hit: Hit) -> bool:
     return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
 
 
+_SHAPE_TIER = {ShapeKind.ERROR: TIER_UNKNOWN, ShapeKind.DEGRADATION: TIER_DEGRADED, ShapeKind.DEATH: TIER_DEATH}
+
+
 def _shape_rank(hit: Hit) -> int:
-    # What a line states, best first: a Python exception, another error statement, a death.
+    # What a line states, best first: a Python exception, another error, a degradation, a death.
     if hit.matcher.kind is Kind.EXCEPTION:
         return 0
     shape = hit.matcher.shape
-    return 2 if shape is not None and shape.kind is ShapeKind.DEATH else 1
+    return _SHAPE_TIER[shape.kind] if shape is not None else TIER_UNKNOWN
 
 
 def _line_rank(hit: Hit) -> tuple[int, int]:
@@ -214,7 +217,7 @@ def _compare(a: Candidate, b: Candidate) -> int:
         return -1 if a.tier < b.tier else 1
     if a.tier == TIER_WRAPPER and a.death != b.death:
         return -1 if a.death else 1  # the launcher's report of how a worker died beats its cleanup
-    order = _time_order(a, b)
+    order = time_order(a, b)
     if order:
         return order
     sa, sb = a.signature is not None, b.signature is not None
@@ -230,7 +233,8 @@ def _compare(a: Candidate, b: Candidate) -> int:
 SAME_MOMENT_S = 5.0
 
 
-def _time_order(a: Candidate, b: Candidate) -> int:
+def time_order(a: Candidate, b: Candidate) -> int:
+    """-1 when ``a`` was printed before ``b``, 1 after, 0 when nothing tells (rule 2)."""
     ha, hb = a.hit, b.hit
     by_time = _by_timestamps(ha.facts.time, hb.facts.time, same_file=ha.file_index == hb.file_index)
     if by_time:

@@ -5,6 +5,7 @@ and a per-line check that only runs on the few lines the scan found. Two kinds:
 
 - an *error statement*: a line in which a process states that something failed (the exception
   line of a Python traceback is read by ``tracebacks.py``; these are the others);
+- a *degradation*: a line that shows the run going on worse (a limit hit, a non-finite loss);
 - a *process death*: a line that reports that a process died (signal, non-zero exit code).
 
 A line that states a failure by its shape is named with status ``unrecognized`` when no
@@ -24,6 +25,7 @@ from signatures.lines import LineFacts
 
 class ShapeKind(StrEnum):
     ERROR = "error"  # a process states that something failed
+    DEGRADATION = "degradation"  # the run goes on, but slower or computing garbage
     DEATH = "death"  # a process died (signal, exit code, killed)
 
 
@@ -120,6 +122,32 @@ SHAPES: tuple[Shape, ...] = (
         re.compile(r"NCCL WARN "),
     ),
     Shape(
+        "reported-exception",
+        ShapeKind.ERROR,
+        "an exception a framework reported",
+        r"<class '[\w.]+(?:Error|Exception)'>",
+        re.compile(r"<class '[\w.]+(?:Error|Exception)'>"),
+    ),
+    Shape(
+        "non-finite-metric",
+        ShapeKind.DEGRADATION,
+        "a loss or gradient norm that is no longer finite",
+        r"(?:loss|grad[_ ]norm|gnorm)['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+        re.compile(
+            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)['\"]?[ \t]*[:=]?[ \t]*"
+            r"['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+            re.IGNORECASE,
+        ),
+        ignore_case=True,
+    ),
+    Shape(
+        "limit-hit",
+        ShapeKind.DEGRADATION,
+        "a configured limit that was hit",
+        r"\bhit (?:config\.)?\w*limit\b|\w*limit\w* (?:reached|hit)\b",
+        re.compile(r"\bhit (?:config\.)?\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
+    ),
+    Shape(
         "signal-death",
         ShapeKind.DEATH,
         "a process killed by a signal",
@@ -186,6 +214,10 @@ def shape_holds(
         return False
     if shape.name == "logged-error":
         return matched or facts.level in ERROR_LEVELS
+    # A degradation is logged as a warning or as progress; a framework may report an exception
+    # at any level (TensorFlow's coordinator logs it as INFO).
+    if shape.kind is ShapeKind.DEGRADATION or shape.name == "reported-exception":
+        return matched
     if not matched or facts.level in QUIET_LEVELS:
         return False
     if shape.name == "nccl-warning":

@@ -11,7 +11,7 @@ from signatures.lines import rank_from_name, time_key, unwrap
     ("line", "message", "rank"),
     [
         ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
-        ("[default7]:RuntimeError: boom", "RuntimeError: boom", 7),
+        ("[default7]:RuntimeError: boom", "RuntimeError: boom", None),  # a local rank, not a rank
         ("12: RuntimeError: boom", "RuntimeError: boom", 12),
         ("[1,5]<stderr>:RuntimeError: boom", "RuntimeError: boom", 5),
         (
@@ -85,7 +85,15 @@ def test_time_keys_order_within_a_kind() -> None:
 
 @pytest.mark.parametrize(
     ("name", "rank"),
-    [("rank12.log", 12), ("logs/train_rank_3.err", 3), ("node1.r7.out", 7), ("train.log", None)],
+    [
+        ("rank12.log", 12),
+        ("logs/train_rank_3.err", 3),
+        ("rank-03.out", 3),
+        ("node1.r7.out", None),  # "r7" could be a run, a replica or a retry
+        ("job_r2.log", None),
+        ("rank1-to-rank2.log", None),  # two ranks: ambiguous
+        ("train.log", None),
+    ],
 )
 def test_rank_from_file_name(name: str, rank: int | None) -> None:
     assert rank_from_name(name) == rank
