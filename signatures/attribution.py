@@ -136,10 +136,11 @@ def nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
     """The rank of an untagged line, when the lines around it all carry one and the same rank.
 
     A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
-    interleaved log, neighbours of several ranks make this return None.
+    interleaved log, neighbours of several ranks make this return None. Only launcher tags count:
+    a neighbour that mentions a rank in its words (srun's "task 14: Exited") is another report.
     """
-    below = {facts.rank for line in after if (facts := unwrap(line)).rank is not None}
-    above = {facts.rank for line in before if (facts := unwrap(line)).rank is not None}
+    below = {facts.rank for line in after if (facts := unwrap(line)).tagged}
+    above = {facts.rank for line in before if (facts := unwrap(line)).tagged}
     # The lines below must be that rank re-printing it; lines above alone prove nothing.
     if len(below) == 1 and above <= below:
         return below.pop()

@@ -73,8 +73,9 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\b[Pp]rocess (?P<spawn>\d+) terminated with\b"
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
+    r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 _LOCAL_IN_MESSAGE = re.compile(r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?")
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
@@ -93,6 +94,7 @@ class LineFacts:
     level: str | None = None  # the logger's level letter (I, W, E, F, D, C) when a head gave one
     local_rank: int | None = None  # a launcher's per-node index: never a global rank by itself
     pid: int | None = None  # the process id a prefix gave (NCCL's host:pid:tid)
+    tagged: bool = False  # the rank came from a launcher's tag on the line, not from its words
 
 
 def strip_ansi(text: str) -> str:
@@ -116,6 +118,7 @@ def unwrap(line: str) -> LineFacts:
         else:
             break
     rank = int(found["rank"]) if "rank" in found else None
+    tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
     host = found.get("host")
@@ -128,7 +131,7 @@ def unwrap(line: str) -> LineFacts:
         host = m.group("host") or m.group("srun")
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
     level = found["level"][0] if "level" in found else None
-    return LineFacts(text, rank, host, time, level, local, pid)
+    return LineFacts(text, rank, host, time, level, local, pid, tagged)
 
 
 def _iso(ts: str) -> str:
