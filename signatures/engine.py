@@ -158,7 +158,9 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     groups = downstream_groups(ranked[1:], top, scans, lambda h: rank_for_grouping(h, who))
     initiating = _evidence(top, place)
     evidence = MissingEvidence(facts, top, ranks_seen(scans), len(scans), initiating.host is not None)
-    reporting = sorted({r for g in groups for r in g.ranks} | ({place.rank} if place.rank is not None else set()))
+    reporting = sorted(
+        {r for g in groups for r in g.ranks} | ({place.rank} if place.rank is not None else set())
+    )
     return Diagnosis(
         status=outcome.status,
         signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
@@ -199,7 +201,9 @@ def _launcher_rank(ranked: Sequence[Candidate], who: Roster, top: Candidate) -> 
     first = who.first_failure.get(top.hit.file_index) or next(iter(who.first_failure.values()), None)
     if first is not None:
         return first.rank
-    named = next((c.hit.groups["rank"] for c in ranked if c.tier == TIER_WRAPPER and "rank" in c.hit.groups), None)
+    named = next(
+        (c.hit.groups["rank"] for c in ranked if c.tier == TIER_WRAPPER and "rank" in c.hit.groups), None
+    )
     return int(named) if named is not None and named.isdigit() else None
 
 

@@ -59,7 +59,11 @@ FACTS: tuple[FactPattern, ...] = (
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
     _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),
-    _fact("step", r"\b(?:global step|step|iteration|iter)[ :=#]+\[?(?P<v>[0-9]+)(?![.0-9])", scan=r"\b(?:step|iteration|iter)[ :=#]+\[?[0-9]+"),
+    _fact(
+        "step",
+        r"\b(?:global step|step|iteration|iter)[ :=#]+\[?(?P<v>[0-9]+)(?![.0-9])",
+        scan=r"\b(?:step|iteration|iter)[ :=#]+\[?[0-9]+",
+    ),
     _fact("xid", r"\bNVRM: Xid \((?P<v>[^)\n]+)\)"),
 )
 EVIDENCE_ONLY = frozenset({"last_reason", "step", "xid"})

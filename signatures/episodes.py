@@ -105,8 +105,9 @@ def first_after(cands: Sequence[Candidate], file_index: int, line: int) -> Candi
 
 # Shapes that a process may print and then carry on from (log records); an exception, a C++
 # abort, a status code, a failed assertion or a scheduler's verdict is never carried on from.
-SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning")
+SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning", "os-error")
 SURVIVED_AFTER = 5  # ordinary lines of the same process after an error that show it carried on
+TRACEBACK_TITLE = "Traceback (most recent call last)"
 
 
 def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
@@ -116,8 +117,8 @@ def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
-        if HEADER.match(facts.message) or FRAME.match(facts.message):
-            return False  # a traceback follows: the process is going down, not on
+        if TRACEBACK_TITLE in facts.message or FRAME.match(facts.message):
+            return False  # a traceback follows (plain or drawn by rich): the process is going down
         if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
     return ordinary >= SURVIVED_AFTER

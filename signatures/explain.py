@@ -49,7 +49,10 @@ def downstream_groups(
                 count=total,
                 ranks=tuple(ranks),
                 first=Evidence(
-                    file=redact(first.hit.file), line=first.line, text=redact(first.text), rank=rank_of(first.hit)
+                    file=redact(first.hit.file),
+                    line=first.line,
+                    text=redact(first.text),
+                    rank=rank_of(first.hit),
                 ),
             )
         )

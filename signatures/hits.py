@@ -78,7 +78,6 @@ class TextScan:
     has_text: bool = False  # any character but white space
     sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
 
-
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""
         self.file_index = file_index
@@ -214,7 +213,11 @@ def _record_line(
                 before_lines = _lines_before(chunk, start, prev_tail)
             if matcher.structure is not None:
                 sighting = matcher.structure.read(
-                    result.file_index, line_no, facts, before_lines, lambda: _lines_after(chunk, end, next_chunk)
+                    result.file_index,
+                    line_no,
+                    facts,
+                    before_lines,
+                    lambda: _lines_after(chunk, end, next_chunk),
                 )
                 if sighting is not None:
                     result.sightings.append(sighting)

@@ -79,7 +79,9 @@ _RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 _LOCAL_IN_MESSAGE = re.compile(r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?")
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
-_HOST_IN_MESSAGE = re.compile(r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? ")
+_HOST_IN_MESSAGE = re.compile(
+    r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
+)
 _MAX_PREFIX_ROUNDS = 8
 
 

@@ -1,4 +1,4 @@
-""""What I still need": only the facts the evidence does not already hold.
+""" "What I still need": only the facts the evidence does not already hold.
 
 Every fact the engine or a signature asks for can name detectors (``unless`` in a signature's
 ``missing_facts``, or the environment keys of ``unless_env``); when each of them finds the fact

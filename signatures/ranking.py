@@ -99,7 +99,11 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
                 tier = _SHAPE_TIER[kind]
             if hit.view.ignored or recovered(hit.after):
                 tier = TIER_BENIGN  # handled: "Exception ignored in ...", or retried right after
-            elif kind is not ShapeKind.DEGRADATION and progress and progress.went_on(hit.file_index, hit.line, hit.rank):
+            elif (
+                kind is not ShapeKind.DEGRADATION
+                and progress
+                and progress.went_on(hit.file_index, hit.line, hit.rank)
+            ):
                 tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
@@ -126,7 +130,7 @@ def _demote_survived_errors(cands: list[Candidate]) -> None:
         shape = c.hit.matcher.shape
         if c.signature is not None or c.tier != TIER_UNKNOWN or shape is None:
             continue
-        if shape.name not in SURVIVABLE_SHAPES or not carried_on(c, lines):
+        if shape.name not in SURVIVABLE_SHAPES or c.death or not carried_on(c, lines):
             continue
         later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and time_order(c, x) < 0]
         if not later:
@@ -157,7 +161,9 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
         return
     for c in cands:
         unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
-        if unknown and any(time_order(d, c) < 0 for d in downstream):
+        # A scheduler's verdict explains the deaths around it; it is no consequence of them.
+        verdict = c.hit.matcher.shape is not None and c.hit.matcher.shape.name == "scheduler-verdict"
+        if unknown and not verdict and any(time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
 
 
@@ -167,7 +173,11 @@ def _logged_and_handled(hit: Hit) -> bool:
     return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
 
 
-_SHAPE_TIER = {ShapeKind.ERROR: TIER_UNKNOWN, ShapeKind.DEGRADATION: TIER_DEGRADED, ShapeKind.DEATH: TIER_DEATH}
+_SHAPE_TIER = {
+    ShapeKind.ERROR: TIER_UNKNOWN,
+    ShapeKind.DEGRADATION: TIER_DEGRADED,
+    ShapeKind.DEATH: TIER_DEATH,
+}
 
 
 def _shape_rank(hit: Hit) -> int:

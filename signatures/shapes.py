@@ -70,7 +70,7 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "a log record at ERROR level or above",
         # glog heads ([E0612 ...] / E0612 ...), level words, logging's "- ERROR -" and loguru's "| ERROR |"
-        r"(?:^|[\]:\[ ])[EF]\d{3,4} \d\d:\d\d:\d|(?:^|[\[ ])[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
+        r"(?:^|[\]:\[ `])[EF]\d{3,4} \d\d:\d\d:\d|(?:^|[\[ `])[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
         re.compile(
             rf"^[^\w\n]{{0,4}}{_LEVEL_WORD}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
             rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL_WORD} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
@@ -93,12 +93,12 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "a framework status code",
         r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \("
+        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]"
         r"|nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)",
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
-            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \("
+            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
     ),
@@ -124,9 +124,19 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "reported-exception",
         ShapeKind.ERROR,
-        "an exception a framework reported",
-        r"<class '[\w.]+(?:Error|Exception)'>",
-        re.compile(r"<class '[\w.]+(?:Error|Exception)'>"),
+        "an exception a framework or test runner reported",
+        r"<class '[\w.]+(?:Error|Exception)'>|(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')",
+        re.compile(
+            r"<class '[\w.]+(?:Error|Exception)'>"
+            r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
+        ),
+    ),
+    Shape(
+        "os-error",
+        ShapeKind.ERROR,
+        "a failed system call (errno)",
+        r"\(errno:? [0-9]+|\[Errno [0-9]+\]|\berrno[= ][0-9]+",
+        re.compile(r"\(errno:? [1-9]\d*|\[Errno [1-9]\d*\]|\berrno[= ][1-9]\d*"),
     ),
     Shape(
         "non-finite-metric",
@@ -216,7 +226,7 @@ def shape_holds(
         return matched or facts.level in ERROR_LEVELS
     # A degradation is logged as a warning or as progress; a framework may report an exception
     # at any level (TensorFlow's coordinator logs it as INFO).
-    if shape.kind is ShapeKind.DEGRADATION or shape.name == "reported-exception":
+    if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
         return matched
     if not matched or facts.level in QUIET_LEVELS:
         return False

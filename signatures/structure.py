@@ -94,7 +94,12 @@ def _read_comm(
     if m is None or facts.pid is None:
         return None
     return Sighting(
-        file_index, line, rank=int(m.group("rank")), host=facts.host, pid=facts.pid, nranks=int(m.group("nranks"))
+        file_index,
+        line,
+        rank=int(m.group("rank")),
+        host=facts.host,
+        pid=facts.pid,
+        nranks=int(m.group("nranks")),
     )
 
 
