@@ -63,6 +63,7 @@ class Candidate:
     line: int = 0  # the evidence line (an `assert` echo can move it up)
     text: str = ""
     death: bool = False  # the line also reports how a process died (exit code, signal)
+    shapes: frozenset[str] = frozenset()  # every generic shape the line has
 
     @property
     def role(self) -> str:
@@ -110,9 +111,9 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
             if framed is not None and tier == TIER_INITIATING:
                 cand = Candidate(hit, framed, _tier(framed), via_frames=True)
         cand.line, cand.text = cand.hit.line, cand.hit.text
-        cand.death = any(
-            h.matcher.shape is not None and h.matcher.shape.kind is ShapeKind.DEATH for h in line_hits
-        )
+        shapes = [h.matcher.shape for h in line_hits if h.matcher.shape is not None]
+        cand.shapes = frozenset(x.name for x in shapes)
+        cand.death = any(x.kind is ShapeKind.DEATH for x in shapes)
         _move_to_assert(cand)
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
@@ -162,8 +163,7 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
     for c in cands:
         unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
         # A scheduler's verdict explains the deaths around it; it is no consequence of them.
-        verdict = c.hit.matcher.shape is not None and c.hit.matcher.shape.name == "scheduler-verdict"
-        if unknown and not verdict and any(time_order(d, c) < 0 for d in downstream):
+        if unknown and "scheduler-verdict" not in c.shapes and any(time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
 
 
