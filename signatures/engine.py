@@ -22,7 +22,7 @@ from signatures.library import Library
 from signatures.missing import CLEAN_MISSING, missing_facts, ranks_seen
 from signatures.missing import Evidence as MissingEvidence
 from signatures.outcome import RunOutcome, judge
-from signatures.progress import Progress
+from signatures.progress import STEP, Progress
 from signatures.ranking import TIER_BENIGN, TIER_WRAPPER, Candidate, candidates, ordered
 from signatures.redact import redact
 from signatures.sources import DEFAULT_LIMITS, Budget, Limits, Source, as_source, open_texts
@@ -118,6 +118,9 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         for key, value in scan.facts.items():
             facts.setdefault(key, redact(value))
     environment = {k: v for k, v in facts.items() if k not in EVIDENCE_ONLY}
+    step = next((m.group(1) for s in scans for _, t in s.progress if (m := STEP.search(t))), None)
+    if step is not None:
+        facts.setdefault("step", step)
     read = {
         "environment": environment,
         "files": tuple(redact(s.name) for s in scans),

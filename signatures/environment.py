@@ -59,14 +59,9 @@ FACTS: tuple[FactPattern, ...] = (
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
     _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),
-    _fact(
-        "step",
-        r"\b(?:global step|step|iteration|iter)[ :=#]+\[?(?P<v>[0-9]+)(?![.0-9])",
-        scan=r"\b(?:step|iteration|iter)[ :=#]+\[?[0-9]+",
-    ),
     _fact("xid", r"\bNVRM: Xid \((?P<v>[^)\n]+)\)"),
 )
-EVIDENCE_ONLY = frozenset({"last_reason", "step", "xid"})
+EVIDENCE_ONLY = frozenset({"last_reason", "step", "xid"})  # step: read from progress lines
 
 
 def read_fact(pattern: FactPattern, message: str) -> str | None:

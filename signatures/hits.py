@@ -28,6 +28,7 @@ AFTER_LINES = 12
 MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
 CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
 LOCATE_PER_CHUNK = 2048  # lines one pattern may claim in one chunk
+LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
 
 
 @dataclass
@@ -124,16 +125,14 @@ def read_text(
         ids = scanner.scan(chunk)
         if ids:
             by_line: dict[int, list[Matcher]] = {}
-            for pid in ids:
+            for pid in sorted(ids):  # pattern order, whatever the backend: the first fact wins
                 matcher = matchers[pid]
                 if result.counts.get(pid, 0) >= matcher.cap:
                     continue
                 if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
                     continue
-                for n, m in enumerate(matcher.locate.finditer(chunk)):
-                    if n >= LOCATE_PER_CHUNK:
-                        break  # a pattern on every line of a chunk: later chunks still get their turn
-                    start = chunk.rfind(b"\n", 0, m.start()) + 1
+                limit = LOCATE_FACT if matcher.kind is Kind.FACT else LOCATE_PER_CHUNK
+                for start in _located(matcher, chunk, limit):
                     entries = by_line.setdefault(start, [])
                     if matcher not in entries:
                         entries.append(matcher)
@@ -154,13 +153,39 @@ def read_text(
                     done_facts,
                 )
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
-        result.progress.extend(progress_lines(chunk, base))
-        del result.progress[:-PROGRESS_KEPT]
         newlines = chunk.count(b"\n")
         base += newlines
+        result.progress.extend(progress_lines(chunk, base))
+        del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
     return result
+
+
+def _located(matcher: Matcher, chunk: bytes, limit: int) -> list[int]:
+    """Starts of the lines of ``chunk`` that may match ``matcher`` (at most ``limit``, in order).
+
+    A pattern on every line of a chunk stops at ``limit``: later chunks still get their turn.
+    """
+    if not matcher.needles:
+        starts: list[int] = []
+        for m in matcher.locate.finditer(chunk):
+            if len(starts) >= limit:
+                break
+            starts.append(chunk.rfind(b"\n", 0, m.start()) + 1)
+        return starts
+    # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
+    found: set[int] = set()
+    for needle in matcher.needles:
+        pos = chunk.find(needle)
+        while pos >= 0 and len(found) < limit:
+            start = chunk.rfind(b"\n", 0, pos) + 1
+            end = chunk.find(b"\n", pos)
+            stop = end if end >= 0 else len(chunk)
+            if start not in found and matcher.locate.search(chunk, start, stop):
+                found.add(start)
+            pos = chunk.find(needle, stop) if end >= 0 else -1
+    return sorted(found)
 
 
 def _lookahead(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bytes]]:
@@ -187,9 +212,9 @@ def _record_line(
     raw = chunk[start : end if end >= 0 else len(chunk)].decode("utf-8", "replace").rstrip("\r")
     segments = [s for s in raw.split("\r") if s.strip()] or [raw]
     before_lines: list[str] | None = None
+    unwrapped = [unwrap(segment) for segment in reversed(segments)]  # once per line, not per pattern
     for matcher in candidates:
-        for segment in reversed(segments):
-            facts = unwrap(segment)
+        for segment, facts in zip(reversed(segments), unwrapped, strict=True):
             m = matcher.verify.search(facts.message)
             if matcher.shape is not None:
                 if not shape_holds(

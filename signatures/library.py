@@ -15,8 +15,8 @@ from signatures.loader import load_signatures
 from signatures.patterns import literal_to_regex, scan_form
 from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
 from signatures.shapes import SHAPES, Shape
-from signatures.structure import STRUCTURE, StructurePattern
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError
+from signatures.structure import STRUCTURE, StructurePattern
 
 
 class Kind(StrEnum):
@@ -30,13 +30,26 @@ class Kind(StrEnum):
 # The engine's own patterns: what an error looks like when no signature knows it.
 _EXCEPTION_SCAN = (
     r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
-    r"|(?:^|[ \t:\]>`*])(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]+: "  # triton.runtime.errors.OutOfResources:
+    # an exception class of any name in an exceptions module: triton.runtime.errors.OutOfResources:
+    r"|\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
 )
 # A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
 _EXCEPTION_VERIFY = re.compile(
     r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
-    r"|(?:[a-z_][a-z0-9_]*\.){1,8}[A-Z][A-Za-z0-9]+: )"
+    r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
+)
+
+_EXCEPTION_NEEDLES = (
+    b"Error",
+    b"Exception",
+    b"Exit",
+    b"Interrupt",
+    b"Failure",
+    b"Fault",
+    b".exc.",
+    b".error",
+    b".exception",
 )
 
 # How many verified hits of one pattern one text records before it stops locating more.
@@ -58,6 +71,7 @@ class Matcher:
     fact: FactPattern | None = None
     shape: Shape | None = None
     structure: StructurePattern | None = None
+    needles: tuple[bytes, ...] = ()  # literals to locate lines with, when the regex would be slow
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,18 @@ class Library:
         ) -> None:
             pid = len(matchers)
             locate = _locate(scan, ignore_case)
-            matchers.append(Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape, structure))
+            needles = (
+                shape.needles if shape is not None else structure.needles if structure is not None else ()
+            )
+            if kind is Kind.EXCEPTION:
+                needles = _EXCEPTION_NEEDLES
+            matchers.append(
+                Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape, structure, needles)
+            )
+            # A matcher with literals is scanned for them alone: a set of literals costs the bulk
+            # scanner next to nothing, and each line they find is checked with ``scan`` after.
+            if needles:
+                scan, ignore_case = "|".join(re.escape(n.decode("ascii")) for n in needles), False
             scan_patterns.append(ScanPattern(pid, scan, ignore_case))
             owners.append(owner)
 

@@ -102,9 +102,9 @@ def missing_facts(
         out.append(_consequences_only(e, top, reporting))
     if top.signature is not None:
         out += _signature_asks(top.signature, e)
-    if top.tier != TIER_BENIGN and not (holds("torch", e) and holds("cuda", e)):
-        if not any("collect_env" in x for x in out):
-            out.append(COLLECT_ENV)
+    versions_known = holds("torch", e) and holds("cuda", e)
+    if top.tier != TIER_BENIGN and not versions_known and not any("collect_env" in x for x in out):
+        out.append(COLLECT_ENV)
     if top.signature is None and top.tier <= TIER_UNKNOWN and not holds("traceback", e):
         out.insert(0, NO_SIGNATURE)
     return out[:MAX_MISSING]

@@ -4,9 +4,10 @@ An error that a process logged and then trained on past is no failure (it was ha
 degradation is a problem the run kept training with. Both are read from progress lines: step or
 iteration counters, loss values, rates, progress bars.
 
-Reading every progress line of a 1 GB log in Python would cost seconds, so each chunk keeps only
-the progress lines in its last few KB: what the end of each stretch of output looked like. That
-is enough to tell whether a rank trained on after a line, which is all the engine asks.
+Reading every progress line of a 1 GB log in Python would cost seconds, so each large chunk keeps
+only the progress lines among its last few lines: a sample of who was still training at that
+point. That is enough to tell whether a rank trained on after a line, which is all the engine
+asks; a small text (a pasted excerpt) is read whole.
 """
 
 from __future__ import annotations
@@ -27,36 +28,39 @@ PROGRESS = re.compile(
     rb"(?:[ \t]*/[ \t]*[0-9]+)?\]?(?=[ \t,|\]:)]|$)",
     re.IGNORECASE | re.MULTILINE,
 )
+# The step or iteration number a progress line names.
+STEP = re.compile(
+    r"\b(?:global[ _]step|step|iter(?:ation)?)\b[ \t]*[:=#]?[ \t]*\[?(\d+)(?![.\d])", re.IGNORECASE
+)
 # A line that reports a problem is no sign of progress, whatever counter it carries.
 _TROUBLE = re.compile(
     rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
 )
-WINDOW = 16 << 10  # bytes at the end of each chunk searched for progress lines
+WHOLE = 64 << 10  # a chunk up to this size is read whole for progress lines
+TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
+TAIL_LINES = 4  # ... and at most this many of them
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on
 
 
-def progress_lines(chunk: bytes, base: int) -> list[tuple[int, str]]:
-    """(line number, text) of the progress lines in the last WINDOW bytes of ``chunk``."""
-    start = 0
-    if len(chunk) > WINDOW:
-        start = chunk.find(b"\n", len(chunk) - WINDOW) + 1
-        if start <= 0:
-            return []
-    line_no = base + chunk.count(b"\n", 0, start)  # lines before the current position
-    pos, found = start, []
-    for m in PROGRESS.finditer(chunk, start):
-        if m.start() < pos:
-            continue  # a second match on a line already taken
-        begin = chunk.rfind(b"\n", 0, m.start()) + 1
-        line_no += chunk.count(b"\n", pos, begin)
-        end = chunk.find(b"\n", m.end())
-        end = end if end >= 0 else len(chunk)
-        line = chunk[begin:end]
-        if not _TROUBLE.search(line):
-            found.append((line_no + 1, line[:300].decode("utf-8", "replace")))
-        pos = end
-    return found
+def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
+    """(line number, text) of progress lines in ``chunk``, whose last line is number ``last_line``.
+
+    A small chunk (a pasted excerpt, a short log) is read whole; of a large one only the last
+    TAIL_LINES lines are, so the cost per chunk stays a few microseconds whatever its size.
+    """
+    if len(chunk) <= WHOLE:
+        lines = chunk.split(b"\n")
+    else:
+        lines = chunk[chunk.rfind(b"\n", 0, len(chunk) - TAIL_BYTES) + 1 :].split(b"\n")[-TAIL_LINES - 1 :]
+    if lines and not lines[-1]:
+        lines.pop()  # the chunk ends with a newline
+    first = last_line - len(lines) + 1
+    return [
+        (first + i, line[:300].decode("utf-8", "replace"))
+        for i, line in enumerate(lines)
+        if PROGRESS.search(line) and not _TROUBLE.search(line)
+    ]
 
 
 @dataclass(frozen=True)

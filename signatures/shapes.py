@@ -1,7 +1,10 @@
 """What a failure looks like when no signature knows its wording: the generic failure layer.
 
-Each shape is a cheap scan pattern (it runs in the same multi-pattern scan as every fingerprint)
-and a per-line check that only runs on the few lines the scan found. Two kinds:
+Each shape is a scan pattern built on rare literals (it runs in the same multi-pattern scan as
+every fingerprint, so a chunk without any costs nothing more), the literals themselves (which
+locate its lines with ``bytes.find`` in a chunk the scan flagged, microseconds where a regex over
+the chunk would take milliseconds) and a per-line check that only runs on the few lines found.
+Three kinds:
 
 - an *error statement*: a line in which a process states that something failed (the exception
   line of a Python traceback is read by ``tracebacks.py``; these are the others);
@@ -31,28 +34,57 @@ class ShapeKind(StrEnum):
 
 @dataclass(frozen=True)
 class Shape:
-    """One generic failure shape: a scan regex and the check of a matching line."""
+    """One generic failure shape: how to find its lines, and the check of a line."""
 
     name: str
     kind: ShapeKind
     label: str  # what the shape is, in words, for the "why" of a diagnosis
-    scan: str  # the bulk-scanner form (Hyperscan, RE2 and re agree on it)
+    needles: tuple[bytes, ...]  # one of these is in every line of the shape
     verify: re.Pattern[str]  # searched in the unwrapped message
-    ignore_case: bool = False
+    pattern: str | None = None  # what a found line must match; None: a needle is enough
+    ignore_case: bool = False  # of ``pattern``
+
+    @property
+    def scan(self) -> str:
+        """The line check: ``pattern``, or the needles as one alternation."""
+        return self.pattern or "|".join(re.escape(n.decode("ascii")) for n in self.needles)
 
 
 # Levels of a log record that never state a failure of their own, and those that do.
 QUIET_LEVELS = ("I", "D", "W")
 ERROR_LEVELS = ("E", "F", "C")
 
-_LEVEL_WORD = r"(?:ERROR|CRITICAL|FATAL)"
+_LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
+# glog heads: E0612 12:00:00 (month 01-12), [E file.cc:12], TensorFlow's "E tensorflow/..."
+_GLOG_HEADS = (
+    *(f"{level}{month:02d}".encode() for level in "EF" for month in range(13)),
+    b"[E ",
+    b"[F ",
+    b": E ",
+    b": F ",
+    b"E tensorflow",
+    b"E external",
+)
+# "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |"),
+# never "nan_count" or "info".
+_NON_FINITE = tuple(
+    lead + word
+    for word in (b"nan", b"NaN", b"NAN", b"inf", b"Inf")
+    for lead in (b": ", b":", b"=", b"= ", b"(", b"'", b'"', b"ss ", b"rm ")
+)
+
+
+def _cased(*words: str) -> tuple[bytes, ...]:
+    # The literal as written, capitalised and upper-cased ("exit code", "Exit code", "EXIT CODE").
+    return tuple(dict.fromkeys(v.encode() for w in words for v in (w, w.capitalize(), w.upper())))
+
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "cpp-exception",
         ShapeKind.ERROR,
         "a C++ exception that ended the process",
-        r"terminate called (?:after throwing|without an active exception|recursively)|what\(\): |Fatal Python error: ",
+        (b"terminate called", b"what(): ", b"Fatal Python error"),
         re.compile(
             r"^(?:terminate called (?:after throwing|without an active exception|recursively)"
             r"|[ \t]*what\(\): +[^ \t]|Fatal Python error: )"
@@ -62,108 +94,156 @@ SHAPES: tuple[Shape, ...] = (
         "failed-assertion",
         ShapeKind.ERROR,
         "a failed C/CUDA assertion",
-        r"Assertion [`'][^\n]{1,400}['`] failed|Check failed: ",
+        (b"Assertion ", b"Check failed: "),
         re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] )Check failed: "),
+        pattern=(r"Assertion [`'][^\n]*['`] failed|Check failed: "),
     ),
     Shape(
         "logged-error",
         ShapeKind.ERROR,
         "a log record at ERROR level or above",
-        # glog heads ([E0612 ...] / E0612 ...), level words, logging's "- ERROR -" and loguru's "| ERROR |"
-        r"(?:^|[\]:\[ `])[EF]\d{3,4} \d\d:\d\d:\d|(?:^|[\[ `])[EF] [\w./<>-]+:\d+\]|\b(?:ERROR|CRITICAL|FATAL)\b",
+        (b"ERROR", b"CRITICAL", b"FATAL", *_GLOG_HEADS),
+        # The level comes from the record's head (glog, logging, vLLM ...) or leads the message:
         re.compile(
-            rf"^[^\w\n]{{0,4}}{_LEVEL_WORD}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
-            rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL_WORD} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
-            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL_WORD} +[-|] "  # loguru and friends
+            rf"^[^\w\n]{{0,4}}{_LEVEL}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
+            rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
+            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
+        ),
+        pattern=(
+            r"ERROR|CRITICAL|FATAL|[EF][0-9]{4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"
+            r"|(?:^|: )[EF] [\w./-]+:[0-9]+\]"
         ),
     ),
     Shape(
         "tool-error",
         ShapeKind.ERROR,
         "a program's or compiler's own error line",
-        r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: ",
+        (b"error: ", b" fatal "),
         re.compile(
-            r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"  # slurmstepd: error: / main.c:4:10: fatal error:
+            # slurmstepd: error: ..., main.c:4:10: fatal error: ...
+            r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"
             r"|^error: \S"  # setuptools, cargo
             r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
         ),
+        pattern=(r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: "),
     ),
     Shape(
         "status-code",
         ShapeKind.ERROR,
         "a framework status code",
-        r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-        r"|CUDA_ERROR_[A-Z_]+|[A-Z]+_STATUS_[A-Z_]+|CUDA error: |[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]"
-        r"|nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)",
+        (
+            *(f"{code}: ".encode() for code in ("RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE")),
+            *(f"{code}: ".encode() for code in ("DEADLINE_EXCEEDED", "FAILED_PRECONDITION", "DATA_LOSS")),
+            b"CUDA_ERROR_",
+            b"_STATUS_",
+            b"CUDA error: ",
+            b"uda failure ",
+            b"cuda runtime error (",
+            *(f"nccl{code}".encode() for code in ("Unhandled", "System", "Internal", "Invalid", "Remote")),
+            b"error=",
+        ),
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
+        pattern=(
+            r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+            r"|CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \(|error=-?[1-9]"
+            r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
+        ),
     ),
     Shape(
         "scheduler-verdict",
         ShapeKind.ERROR,
         "a scheduler's verdict on the job",
-        r"CANCELLED AT |DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAIL)|oom[-_]kill event|OUT_OF_MEMORY|NODE_FAIL"
-        r"|^TERM_[A-Z_]+: |\b(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b",
+        (
+            b"CANCELLED AT ",
+            b"DUE TO ",
+            b"oom-kill",
+            b"oom_kill",
+            b"OUT_OF_MEMORY",
+            b"NODE_FAIL",
+            b"TERM_",
+            b"Evicted",
+            b"OOMKill",
+            b"DeadlineExceeded",
+            b"BackoffLimitExceeded",
+        ),
         re.compile(
             r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAIL)"
             r"|oom[-_]kill event|\bOUT_OF_MEMORY\b|\bNODE_FAIL\b|^TERM_[A-Z_]+: "
-            r"|(?:^|\bWarning +|[Rr]eason:? +)(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b"
+            r"|(?:^|\bWarning +|[Rr]eason:? +)"
+            r"(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b"
+        ),
+        pattern=(
+            r"CANCELLED AT |DUE TO |oom[-_]kill|OUT_OF_MEMORY|NODE_FAIL|^TERM_[A-Z_]+: "
+            r"|Evicted|OOMKill|DeadlineExceeded|BackoffLimitExceeded"
         ),
     ),
     Shape(
         "nccl-warning",
         ShapeKind.ERROR,
         "an NCCL warning that reports a failed call",
-        r"NCCL WARN ",
+        (b"NCCL WARN ",),
         re.compile(r"NCCL WARN "),
     ),
     Shape(
         "reported-exception",
         ShapeKind.ERROR,
         "an exception a framework or test runner reported",
-        r"<class '[\w.]+(?:Error|Exception)'>|(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')",
+        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('"),
         re.compile(
             r"<class '[\w.]+(?:Error|Exception)'>"
             r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
         ),
+        pattern=(r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"),
     ),
     Shape(
         "os-error",
         ShapeKind.ERROR,
         "a failed system call (errno)",
-        r"\(errno:? [0-9]+|\[Errno [0-9]+\]|\berrno[= ][0-9]+",
+        (b"errno", b"Errno"),
         re.compile(r"\(errno:? [1-9]\d*|\[Errno [1-9]\d*\]|\berrno[= ][1-9]\d*"),
+        pattern=(r"\(errno:? [1-9]|\[Errno [1-9]|errno[= ][1-9]"),
     ),
     Shape(
         "non-finite-metric",
         ShapeKind.DEGRADATION,
         "a loss or gradient norm that is no longer finite",
-        r"(?:loss|grad[_ ]norm|gnorm)['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+        _NON_FINITE,
         re.compile(
-            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)['\"]?[ \t]*[:=]?[ \t]*"
-            r"['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)"
+            r"['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",
             re.IGNORECASE,
         ),
-        ignore_case=True,
+        pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b"),
     ),
     Shape(
         "limit-hit",
         ShapeKind.DEGRADATION,
         "a configured limit that was hit",
-        r"\bhit (?:config\.)?\w*limit\b|\w*limit\w* (?:reached|hit)\b",
+        (b"limit",),
         re.compile(r"\bhit (?:config\.)?\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
+        pattern=(r"hit (?:config\.)?[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
     ),
     Shape(
         "signal-death",
         ShapeKind.DEATH,
         "a process killed by a signal",
-        r"Segmentation fault|core dumped|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)\b"
-        r"|[0-9]+ +(?:Killed|Aborted|Segmentation fault|Bus error) |(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
-        r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b",
+        (
+            b"Segmentation fault",
+            b"core dumped",
+            b"Bus error",
+            b"Illegal instruction",
+            b"Floating point exception",
+            b"Aborted",
+            b"Killed",
+            b"signal",
+            b"Signal ",
+            *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
+        ),
         re.compile(
             r"Segmentation fault|core dumped"
             r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)(?:[ \t(:.]|$)"
@@ -171,15 +251,30 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
         ),
+        pattern=(
+            r"Segmentation fault|core dumped"
+            r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)"
+            r"|[0-9] +(?:Killed|Aborted|Segmentation fault|Bus error) "
+            r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
+            r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
+        ),
     ),
     Shape(
         "exit-code",
         ShapeKind.DEATH,
         "a process that exited with a non-zero code",
-        r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]|exitcode: -?[1-9]|terminated with (?:exit code|signal)",
+        (
+            *_cased("exit code", "exit status", "exitcode", "exit_code", "return code", "returncode"),
+            *_cased("return status", "terminated with"),
+        ),
         re.compile(
             r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
-            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)"
+            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)",
+            re.IGNORECASE,
+        ),
+        pattern=(
+            r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]"
+            r"|exitcode: -?[1-9]|terminated with (?:exit code|signal)"
         ),
         ignore_case=True,
     ),

@@ -38,9 +38,13 @@ Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str
 @dataclass(frozen=True)
 class StructurePattern:
     name: str
-    scan: str
+    needles: tuple[bytes, ...]  # one of these literals is in every such line (see shapes.Shape)
     verify: re.Pattern[str]
     read: Reader
+
+    @property
+    def scan(self) -> str:
+        return "|".join(re.escape(n.decode("ascii")) for n in self.needles)
 
 
 _TABLE_ROW = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
@@ -115,9 +119,7 @@ def _read_spawn(
 
 
 STRUCTURE: tuple[StructurePattern, ...] = (
-    StructurePattern("failure-table", r"rank +: [0-9]+ \(local_rank: [0-9]+\)", _TABLE_ROW, _read_table_row),
-    StructurePattern(
-        "nccl-comm", r"NCCL INFO (?:comm 0x[0-9a-f]+ )?rank [0-9]+ n[Rr]anks [0-9]+", _COMM, _read_comm
-    ),
-    StructurePattern("spawn", r"-- Process [0-9]+ terminated with the following error:", _SPAWN, _read_spawn),
+    StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
+    StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
+    StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
 )
