@@ -55,9 +55,9 @@ QUIET_LEVELS = ("I", "D", "W")
 ERROR_LEVELS = ("E", "F", "C")
 
 _LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
-# glog heads: E0612 12:00:00 (month 01-12), [E file.cc:12], TensorFlow's "E tensorflow/..."
+# glog heads: E0612 12:00:00 (c10's own: E612), [E file.cc:12], TensorFlow's "E tensorflow/..."
 _GLOG_HEADS = (
-    *(f"{level}{month:02d}".encode() for level in "EF" for month in range(13)),
+    *(f"{level}{digit}".encode() for level in "EF" for digit in range(10)),
     b"[E ",
     b"[F ",
     b": E ",
@@ -110,8 +110,8 @@ SHAPES: tuple[Shape, ...] = (
             rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
         ),
         pattern=(
-            r"ERROR|CRITICAL|FATAL|[EF][0-9]{4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"
-            r"|(?:^|: )[EF] [\w./-]+:[0-9]+\]"
+            r"ERROR|CRITICAL|FATAL|[EF][0-9]{3,4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"
+            r"|(?:^|: |`)[EF] [\w./-]+:[0-9]+\]"
         ),
     ),
     Shape(
