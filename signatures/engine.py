@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from signatures.attribution import Attribution, Roster, attribute, rank_for_grouping, roster
 from signatures.diagnosis import Diagnosis, Evidence, SignatureRef, Status
@@ -121,37 +121,39 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     step = next((m.group(1) for s in scans for _, t in s.progress if (m := STEP.search(t))), None)
     if step is not None:
         facts.setdefault("step", step)
-    read = {
-        "environment": environment,
-        "files": tuple(redact(s.name) for s in scans),
-        "lines_read": sum(s.lines for s in scans),
-        "bytes_read": sum(s.bytes for s in scans),
-    }
+    read = _Read(
+        environment,
+        tuple(redact(s.name) for s in scans),
+        sum(s.lines for s in scans),
+        sum(s.bytes for s in scans),
+    )
     if not any(s.has_text for s in scans):
-        return Diagnosis(
-            status=Status.EMPTY,
-            signature=None,
-            confidence=1.0,
-            initiating=None,
-            why=("The input holds no text lines.",),
-            summary="The log is empty: there is nothing to diagnose.",
-            missing_facts=("Attach the log again: the file given holds no text.",),
-            **read,  # type: ignore[arg-type]
+        return read.onto(
+            Diagnosis(
+                status=Status.EMPTY,
+                signature=None,
+                confidence=1.0,
+                initiating=None,
+                why=("The input holds no text lines.",),
+                summary="The log is empty: there is nothing to diagnose.",
+                missing_facts=("Attach the log again: the file given holds no text.",),
+            )
         )
     progress = Progress((scan.file_index, scan.progress) for scan in scans)
     ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
     if not ranked:
-        return Diagnosis(
-            status=Status.CLEAN,
-            signature=None,
-            confidence=0.8,
-            initiating=None,
-            why=("No line matched a failure signature or looked like an error.",),
-            summary="No failure found in the log.",
-            missing_facts=CLEAN_MISSING,
-            **read,  # type: ignore[arg-type]
+        return read.onto(
+            Diagnosis(
+                status=Status.CLEAN,
+                signature=None,
+                confidence=0.8,
+                initiating=None,
+                why=("No line matched a failure signature or looked like an error.",),
+                summary="No failure found in the log.",
+                missing_facts=CLEAN_MISSING,
+            )
         )
     top = ranked[0]
     sig = top.signature
@@ -164,22 +166,42 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     reporting = sorted(
         {r for g in groups for r in g.ranks} | ({place.rank} if place.rank is not None else set())
     )
-    return Diagnosis(
-        status=outcome.status,
-        signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
-        confidence=confidence(top, ranked),
-        initiating=initiating,
-        downstream=tuple(groups),
-        why=tuple(why(top, groups, outcome.words, _how(place))),
-        summary=_summary(top, outcome, initiating),
-        root_causes=sig.root_causes if sig else (),
-        fix=fix_steps(sig) if sig else (),
-        decision_path=tuple(sig.decision_path.steps()) if sig else (),
-        checklist=sig.confirm if sig else (),
-        missing_facts=tuple(missing_facts(evidence, ranked, reporting, _launcher_rank(ranked, who, top))),
-        related=tuple(sig.related) if sig else (),
-        **read,  # type: ignore[arg-type]
+    return read.onto(
+        Diagnosis(
+            status=outcome.status,
+            signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
+            confidence=confidence(top, ranked),
+            initiating=initiating,
+            downstream=tuple(groups),
+            why=tuple(why(top, groups, outcome.words, _how(place))),
+            summary=_summary(top, outcome, initiating),
+            root_causes=sig.root_causes if sig else (),
+            fix=fix_steps(sig) if sig else (),
+            decision_path=tuple(sig.decision_path.steps()) if sig else (),
+            checklist=sig.confirm if sig else (),
+            missing_facts=tuple(missing_facts(evidence, ranked, reporting, _launcher_rank(ranked, who, top))),
+            related=tuple(sig.related) if sig else (),
+        )
     )
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What was read, whatever was found in it."""
+
+    environment: dict[str, str]
+    files: tuple[str, ...]
+    lines_read: int
+    bytes_read: int
+
+    def onto(self, d: Diagnosis) -> Diagnosis:
+        return replace(
+            d,
+            environment=self.environment,
+            files=self.files,
+            lines_read=self.lines_read,
+            bytes_read=self.bytes_read,
+        )
 
 
 def _summary(top: Candidate, outcome: RunOutcome, initiating: Evidence) -> str:
