@@ -17,6 +17,7 @@ from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
 from signatures.shapes import SHAPES, Shape
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError
 from signatures.structure import STRUCTURE, StructurePattern
+from signatures.tracebacks import EXCEPTION_LINE
 
 
 class Kind(StrEnum):
@@ -33,13 +34,6 @@ _EXCEPTION_SCAN = (
     # an exception class of any name in an exceptions module: triton.runtime.errors.OutOfResources:
     r"|\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
 )
-# A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
-_EXCEPTION_VERIFY = re.compile(
-    r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
-    r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
-    r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
-)
-
 _EXCEPTION_NEEDLES = (
     b"Error",
     b"Exception",
@@ -161,7 +155,7 @@ class Library:
             Kind.EXCEPTION,
             None,
             _EXCEPTION_SCAN,
-            _EXCEPTION_VERIFY,
+            EXCEPTION_LINE,
             False,
             (),
             CAP_GENERIC,

@@ -15,7 +15,7 @@ from signatures.progress import Progress, slowdown
 from signatures.ranking import TIER_BENIGN, Candidate, time_order
 from signatures.shapes import ShapeKind
 from signatures.spec import Outcome
-from signatures.tracebacks import exception_name
+from signatures.tracebacks import EXCEPTION_LINE
 
 SLOWER_AT = 1.5  # a speed ratio below this is noise, not a slowdown worth naming
 
@@ -53,8 +53,12 @@ def judge(top: Candidate, ranked: Sequence[Candidate], progress: Progress) -> Ru
 
 
 def _died_of_it(top: Candidate, ranked: Sequence[Candidate]) -> bool:
-    if exception_name(top.hit.facts.message) is not None:
-        return True  # the problem's own exception stopped the run (FailOnRecompileLimitHit)
-    return any(
-        c is not top and c.tier < TIER_BENIGN and not degrades(c) and time_order(top, c) < 0 for c in ranked
+    # A failure of any kind after it, or an exception raised for it (its own FailOnRecompileLimitHit).
+    return _raised(top) or any(
+        c is not top and c.tier < TIER_BENIGN and (_raised(c) or not degrades(c)) and time_order(top, c) < 0
+        for c in ranked
     )
+
+
+def _raised(c: Candidate) -> bool:
+    return EXCEPTION_LINE.match(c.hit.facts.message) is not None
