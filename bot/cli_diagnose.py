@@ -95,7 +95,13 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 def print_diagnosis(d: Diagnosis, console: Console, *, context: int = 3) -> None:
     """Render a diagnosis for a terminal."""
-    colour = {Status.FAILURE: "red", Status.UNRECOGNIZED: "yellow", Status.CLEAN: "green"}[d.status]
+    colour = {
+        Status.FAILURE: "red",
+        Status.UNRECOGNIZED: "yellow",
+        Status.DEGRADED: "magenta",
+        Status.CLEAN: "green",
+        Status.EMPTY: "white",
+    }[d.status]
     title = d.headline
     sub = f"{d.signature.category} · {d.signature.id} · " if d.signature else ""
     console.print(
