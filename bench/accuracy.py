@@ -12,7 +12,8 @@ labelled rank), signature right (of the cases the class map names ids for; not g
 --generic-only), clean on `none` cases, a one-line summary per mode, and every miss.
 Required on the whole corpus: with the full library line found = 100%, rank right >= 95%,
 signature right >= 90% and clean on none = 100%; with --generic-only line found >= 85% and
-clean on none = 100%. A single batch is reported, not judged.
+clean on none = 100%; in both, every healthy log of tests/healthy/ clean. A single batch is
+reported, not judged.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from signatures import Diagnosis, Source, default_library, diagnose
+from signatures import Diagnosis, Source, Status, default_library, diagnose
 from tests.corpus.cases import MODES, Grade, batch_label_files, load_cases, run_case
+
+HEALTHY = Path(__file__).resolve().parent.parent / "tests" / "healthy"
 
 FULL_FLOORS = {"line_found": 100.0, "rank_right": 95.0, "signature_right": 90.0, "clean_right": 100.0}
 GENERIC_FLOORS = {"line_found": 85.0, "clean_right": 100.0}
@@ -78,6 +81,10 @@ def main() -> int:
             if attr in floors:
                 met &= pct >= floors[attr]
 
+    healthy = sorted(HEALTHY.glob("*.log"))
+    noisy = [p.name for p in healthy if _diagnose(p, run).status is not Status.CLEAN]
+    met &= not noisy or bool(args.batch)
+
     if args.json:
         print(
             json.dumps(
@@ -85,6 +92,7 @@ def main() -> int:
                     "mode": label,
                     "cases": len(cases),
                     "figures": results,
+                    "healthy_logs_clean": {"right": len(healthy) - len(noisy), "of": len(healthy)},
                     "met": met,
                     "misses": [
                         {"id": g.case.id, "mode": g.mode, "problems": g.problems, "got": g.got}
@@ -104,6 +112,10 @@ def main() -> int:
     for mode in MODES:
         cells = [f"{r['right']:>3}/{r['of']:<3} {r['percent']:6.1f}%" for r in results[mode].values()]
         print(f"{mode:10} " + " ".join(f"{c:>16}" for c in cells))
+    print(
+        f"\nhealthy logs (tests/healthy/) clean: {len(healthy) - len(noisy)}/{len(healthy)}"
+        + (f"; failure claimed on {', '.join(noisy)}" if noisy else "")
+    )
     print()
     for mode in MODES:
         parts = " ".join(f"{attr.split('_')[0]}={r['percent']:.1f}%" for attr, r in results[mode].items())
@@ -120,6 +132,11 @@ def main() -> int:
             f"line={g.got['line']} rank={g.got['rank']} text={g.got['text']!r}"
         )
     return 0 if met else 1
+
+
+def _diagnose(path: Path, run: Callable[[Source], Diagnosis] | None) -> Diagnosis:
+    source = Source.from_path(path)
+    return run(source) if run else diagnose([source])
 
 
 def _ok(g: Grade, checks: list[str]) -> bool:
