@@ -162,7 +162,10 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     outcome = judge(top, ranked, progress)
     groups = downstream_groups(ranked[1:], top, scans, lambda h: rank_for_grouping(h, who))
     initiating = _evidence(top, place)
-    evidence = MissingEvidence(facts, top, ranks_seen(scans), len(scans), initiating.host is not None)
+    local_only = place.local_rank if place.rank is None else None
+    evidence = MissingEvidence(
+        facts, top, ranks_seen(scans), len(scans), initiating.host is not None, local_only
+    )
     reporting = sorted(
         {r for g in groups for r in g.ranks} | ({place.rank} if place.rank is not None else set())
     )

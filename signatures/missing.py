@@ -48,6 +48,7 @@ class Evidence:
     ranks_seen: frozenset[int]
     texts: int
     host_known: bool
+    local_rank_only: int | None = None  # the line names this local rank and no global rank
 
     @property
     def world(self) -> int | None:
@@ -100,6 +101,11 @@ def missing_facts(
         )
     elif top.tier in (TIER_DOWNSTREAM, TIER_WRAPPER) and not holds("all_ranks", e):
         out.append(_consequences_only(e, top, reporting))
+    if e.local_rank_only is not None and top.tier < TIER_BENIGN:
+        out.append(
+            f"The failing line names local rank {e.local_rank_only} only: attach the launcher's failure "
+            "table (ChildFailedError) or say which node it ran on, so the global rank can be read."
+        )
     if top.signature is not None:
         out += _signature_asks(top.signature, e)
     versions_known = holds("torch", e) and holds("cuda", e)

@@ -92,3 +92,9 @@ def test_a_signature_may_only_name_known_detectors(tmp_path: Path) -> None:
     doc = signature_doc("x", missing_facts=[{"ask": "a", "when": "always", "unless": ["stars"]}])
     with pytest.raises(SignatureError, match="unknown detector 'stars'"):
         build_library(tmp_path, [doc])
+
+
+def test_the_global_rank_is_asked_when_the_line_names_a_local_rank_only(library: Library) -> None:
+    assert any("local rank 3 only" in a for a in asks(library, "[default3]:host-oom happened\n"))
+    mapped = "+ torchrun --nproc_per_node 8 train.py\n[default3]:host-oom happened\n"
+    assert not any("local rank" in a for a in asks(library, mapped))
