@@ -32,6 +32,16 @@ PROGRESS = re.compile(
 STEP = re.compile(
     r"\b(?:global[ _]step|step|iter(?:ation)?)\b[ \t]*[:=#]?[ \t]*\[?(\d+)(?![.\d])", re.IGNORECASE
 )
+# A progress count: "12/56 [" (a bar) or a step or iteration number.
+_BAR_COUNT = re.compile(r"(\d+)/\d+ \[")
+
+
+def count(text: str) -> int | None:
+    """How far a progress line says the run got (its bar's count or its step), or None."""
+    m = _BAR_COUNT.search(text) or STEP.search(text)
+    return int(m.group(1)) if m else None
+
+
 # A line that reports a problem is no sign of progress, whatever counter it carries.
 _TROUBLE = re.compile(
     rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
@@ -86,7 +96,14 @@ class Progress:
         the text's progress lines carry no ranks either (one process); otherwise who went on
         cannot be told.
         """
-        return len(self.around(file_index, line, rank)[1]) >= AFTER_MIN
+        before, after = self.around(file_index, line, rank)
+        if len(after) < AFTER_MIN:
+            return False
+        # A progress bar redrawn as the process exits repeats its last count: only a count beyond
+        # the last one before the line shows training went on.
+        reached = max((n for p in before if (n := count(p.text)) is not None), default=None)
+        later = [n for p in after if (n := count(p.text)) is not None]
+        return reached is None or not later or max(later) > reached
 
     def around(
         self, file_index: int, line: int, rank: int | None

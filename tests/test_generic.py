@@ -250,3 +250,13 @@ def test_a_known_initiating_signature_still_beats_an_earlier_generic_record(tmp_
     lib = build_library(tmp_path, [signature_doc("kernel-fault")])
     d = run(lib, "ERROR: metrics upload failed\nkernel-fault happened\n")
     assert d.status is Status.FAILURE and d.signature and d.signature.id == "kernel-fault"
+
+
+def test_a_progress_bar_redrawn_as_the_process_exits_is_no_progress(library: Library) -> None:
+    log = (
+        "Epoch 1:  45%|####5     | 100/220 [00:10<00:12,  9.80it/s]\n"
+        "ERROR: the batch could not be collated\n"
+        "Epoch 1:  45%|####5     | 100/220 [00:11<00:12,  9.10it/s]\n"
+        "Validation:  45%|####5     | 100/220 [00:11<00:12,  9.10it/s]\n"
+    )
+    assert run(library, log).status is Status.UNRECOGNIZED
