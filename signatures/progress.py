@@ -42,6 +42,12 @@ def count(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def step(text: str) -> int | None:
+    """The training step or iteration a progress line names, or None."""
+    m = STEP.search(text)
+    return int(m.group(1)) if m else None
+
+
 # A line that reports a problem is no sign of progress, whatever counter it carries.
 _TROUBLE = re.compile(
     rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
@@ -51,6 +57,7 @@ TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
 TAIL_LINES = 4  # ... and at most this many of them
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on
+JOB_STEPS = 2  # steps the job must advance past an error to prove the job went on
 
 
 def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
@@ -90,20 +97,25 @@ class Progress:
             self.lines[file_index] = [ProgressLine(file_index, n, unwrap(t).rank, t) for n, t in kept]
 
     def went_on(self, file_index: int, line: int, rank: int | None) -> bool:
-        """Whether the process that printed ``line`` shows training progress after it.
+        """Whether training went on after ``line``: the process that printed it, or the whole job.
 
-        With a rank, that rank's own progress counts. Without one, any progress counts only when
-        the text's progress lines carry no ranks either (one process); otherwise who went on
-        cannot be told.
+        The process went on when its own progress lines continue past the line (with a rank, that
+        rank's; without one, any, when no progress line carries a rank). The job went on when the
+        step counter of any rank moved JOB_STEPS or more past the line: data-parallel ranks wait
+        for each other every step, so no rank gets that far while another is dead.
         """
         before, after = self.around(file_index, line, rank)
-        if len(after) < AFTER_MIN:
-            return False
-        # A progress bar redrawn as the process exits repeats its last count: only a count beyond
-        # the last one before the line shows training went on.
-        reached = max((n for p in before if (n := count(p.text)) is not None), default=None)
-        later = [n for p in after if (n := count(p.text)) is not None]
-        return reached is None or not later or max(later) > reached
+        if len(after) >= AFTER_MIN:
+            # A progress bar redrawn as the process exits repeats its last count: only a count
+            # beyond the last one before the line shows training went on.
+            reached = max((n for p in before if (n := count(p.text)) is not None), default=None)
+            later = [n for p in after if (n := count(p.text)) is not None]
+            if reached is None or not later or max(later) > reached:
+                return True
+        every = self.lines.get(file_index, [])
+        steps_before = [n for p in every if p.line < line and (n := step(p.text)) is not None]
+        steps_after = [n for p in every if p.line > line and (n := step(p.text)) is not None]
+        return bool(steps_before and steps_after) and max(steps_after) >= max(steps_before) + JOB_STEPS
 
     def around(
         self, file_index: int, line: int, rank: int | None

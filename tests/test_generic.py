@@ -119,12 +119,12 @@ def test_an_error_the_same_rank_trained_on_past_was_handled(library: Library) ->
     assert run(library, log).status is Status.CLEAN
 
 
-def test_another_rank_training_on_does_not_excuse_an_error(library: Library) -> None:
+def test_another_rank_finishing_its_step_does_not_excuse_an_error(library: Library) -> None:
     log = (
         "[rank3]: step 10 loss 1.0\n"
         "[rank3]: ERROR: could not reach the parameter server\n"
-        "[rank5]: step 11 loss 0.9\n"
-        "[rank5]: step 12 loss 0.8\n"
+        "[rank5]: step 10 loss 0.9\n"
+        "[rank5]: step 11 loss 0.8\n"
     )
     d = run(library, log)
     assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
@@ -259,4 +259,20 @@ def test_a_progress_bar_redrawn_as_the_process_exits_is_no_progress(library: Lib
         "Epoch 1:  45%|####5     | 100/220 [00:11<00:12,  9.10it/s]\n"
         "Validation:  45%|####5     | 100/220 [00:11<00:12,  9.10it/s]\n"
     )
+    assert run(library, log).status is Status.UNRECOGNIZED
+
+
+def test_an_untagged_error_the_whole_job_trained_past_was_handled(library: Library) -> None:
+    log = (
+        "[rank0]: step 10 | loss 1.0\n"
+        "wandb: ERROR Failed to sample metric: Not Supported\n"
+        "[rank0]: step 11 | loss 0.9\n"
+        "[rank1]: step 12 | loss 0.9\n"
+        "[rank0]: step 13 | loss 0.8\n"
+    )
+    assert run(library, log).status is Status.CLEAN
+
+
+def test_an_error_the_job_moved_only_one_step_past_still_counts(library: Library) -> None:
+    log = "[rank0]: step 10 | loss 1.0\n[rank3]: ERROR: shard 7 is missing\n[rank0]: step 11 | loss 0.9\n"
     assert run(library, log).status is Status.UNRECOGNIZED
