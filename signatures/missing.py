@@ -9,7 +9,7 @@ in the logs, the question is not asked. The detectors:
 - ``last_reason``: Dynamo printed the `last reason:` of a recompilation;
 - ``step``: a step or iteration number is in the log;
 - ``xid``: the kernel's `NVRM: Xid` lines are in the log;
-- ``traceback``: the initiating line ends a traceback whose frames are in the log;
+- ``traceback``: the initiating line ends a traceback whose frames are in the log, or leads one;
 - ``other_ranks``: output of more than one rank (or more than one log) is in the evidence;
 - ``all_ranks``: every rank of the job's world size shows up in the evidence;
 - ``host``: the host of the initiating line is known.
@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from signatures.episodes import TRACEBACK_TITLE
 from signatures.explain import rank_list
 from signatures.hits import TextScan
 from signatures.lines import unwrap
@@ -65,7 +66,7 @@ DETECTORS: dict[str, Callable[[Evidence], bool]] = {
     "last_reason": lambda e: "last_reason" in e.facts,
     "step": lambda e: "step" in e.facts,
     "xid": lambda e: "xid" in e.facts,
-    "traceback": lambda e: e.top.hit.view.in_traceback,
+    "traceback": lambda e: e.top.hit.view.in_traceback or any(TRACEBACK_TITLE in x for x in e.top.hit.after),
     "other_ranks": lambda e: len(e.ranks_seen) > 1 or e.texts > 1,
     "all_ranks": _all_ranks,
     "host": lambda e: e.host_known,

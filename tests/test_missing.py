@@ -80,6 +80,7 @@ def test_the_full_traceback_is_asked_only_for_an_error_without_one(library: Libr
     assert NO_SIGNATURE in asks(library, "ValueError: bad shape\n")
     tb = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nValueError: bad shape\n'
     assert NO_SIGNATURE not in asks(library, tb)
+    assert NO_SIGNATURE not in asks(library, "ERROR: the worker died\n" + tb)
 
 
 def test_every_ranks_log_is_asked_until_every_rank_shows_up(library: Library) -> None:
