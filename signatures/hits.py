@@ -8,6 +8,7 @@ by a few chunks whatever the file's size.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import cast
@@ -29,6 +30,12 @@ MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching seg
 CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
 LOCATE_PER_CHUNK = 2048  # lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
+# Past its cap, a generic pattern (an error shape, an exception line) keeps being read in the last
+# lines of each chunk, and its newest hits are kept: a log with a thousand handled ERROR records
+# still shows the failure at its end.
+TAILED = (Kind.SHAPE, Kind.EXCEPTION)
+TAIL_PER_CHUNK = 16
+TAIL_KEPT = 64
 
 
 @dataclass
@@ -78,6 +85,8 @@ class TextScan:
     progress: list[tuple[int, str]] = field(default_factory=list)  # the newest progress lines kept
     has_text: bool = False  # any character but white space
     sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
+    # Generic hits past a pattern's cap: the newest are kept, since a run fails at its end.
+    tail: dict[int, deque[Hit]] = field(default_factory=dict)
 
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""
@@ -127,12 +136,14 @@ def read_text(
             by_line: dict[int, list[Matcher]] = {}
             for pid in sorted(ids):  # pattern order, whatever the backend: the first fact wins
                 matcher = matchers[pid]
-                if result.counts.get(pid, 0) >= matcher.cap:
+                past_cap = result.counts.get(pid, 0) >= matcher.cap
+                if past_cap and matcher.kind not in TAILED:
                     continue
                 if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
                     continue
                 limit = LOCATE_FACT if matcher.kind is Kind.FACT else LOCATE_PER_CHUNK
-                for start in _located(matcher, chunk, limit):
+                starts = _located(matcher, chunk, limit)
+                for start in starts[-TAIL_PER_CHUNK:] if past_cap else starts:
                     entries = by_line.setdefault(start, [])
                     if matcher not in entries:
                         entries.append(matcher)
@@ -159,6 +170,9 @@ def read_text(
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
+    for tail in result.tail.values():
+        result.hits.extend(tail)
+    result.tail.clear()
     return result
 
 
@@ -276,7 +290,10 @@ def _record_line(
                     hit.before = tuple(
                         _short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset) :]
                     )
-            result.hits.append(hit)
+            if matcher.kind in TAILED and result.counts[matcher.pid] > matcher.cap:
+                result.tail.setdefault(matcher.pid, deque(maxlen=TAIL_KEPT)).append(hit)
+            else:
+                result.hits.append(hit)
             break
 
 

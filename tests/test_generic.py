@@ -276,3 +276,11 @@ def test_an_untagged_error_the_whole_job_trained_past_was_handled(library: Libra
 def test_an_error_the_job_moved_only_one_step_past_still_counts(library: Library) -> None:
     log = "[rank0]: step 10 | loss 1.0\n[rank3]: ERROR: shard 7 is missing\n[rank0]: step 11 | loss 0.9\n"
     assert run(library, log).status is Status.UNRECOGNIZED
+
+
+def test_the_failure_at_the_end_is_found_past_a_thousand_handled_records(library: Library) -> None:
+    pad = "x" * 2000  # a few MB: the log spans several chunks, as a real one does
+    handled = "".join(f"step {n} | loss 1.0 | {pad}\nERROR: metrics push timed out\n" for n in range(1200))
+    fatal = "ERROR: the dataset mount went away, giving up\n"
+    d = run(library, handled + "step 1200 | loss 1.0\nstep 1201 | loss 1.0\n" + fatal)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and "mount went away" in d.initiating.text
