@@ -28,7 +28,7 @@ class Tally:
     """The corpus' failures by advice: what the README's table shows."""
 
     failures: int = 0
-    warnings: list[str] = field(default_factory=list)  # labelled cases that only warn: clean
+    warnings: list[str] = field(default_factory=list)  # runs that did not die: clean or degraded
     unadvised: list[str] = field(default_factory=list)  # a failure without advice: must stay empty
     pairs: Counter[tuple[str, str]] = field(default_factory=Counter)  # (decision, class) -> cases
     rows: list[str] = field(default_factory=list)
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
     """Print the table; exit 1 when a failure got no advice."""
     t = tally()
     print(
-        f"{t.failures} failure cases in the corpus; {len(t.warnings)} only warn and come out clean "
+        f"{t.failures} failure cases in the corpus; {len(t.warnings)} did not end the run (clean or degraded) "
         f"({', '.join(t.warnings)}); advice on {t.advised} of the other {t.failures - len(t.warnings)}\n"
     )
     print(table(t))

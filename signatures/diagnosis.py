@@ -10,9 +10,11 @@ from signatures.advice import Advice
 
 
 class Status(StrEnum):
-    FAILURE = "failure"  # a known signature names the initiating failure
+    FAILURE = "failure"  # a known signature names the initiating failure; the run died or will die
     UNRECOGNIZED = "unrecognized"  # an error no signature knows; the first line stating it
+    DEGRADED = "degraded"  # the run kept going, losing speed, memory or correctness to a problem
     CLEAN = "clean"  # no failure; at most benign warnings
+    EMPTY = "empty"  # the input held no text lines
 
 
 @dataclass(frozen=True)
@@ -98,10 +100,16 @@ class Diagnosis:
 
     @property
     def headline(self) -> str:
+        """The diagnosis in a few words, saying whether the run crashed or kept going."""
         if self.status is Status.FAILURE and self.signature:
             return self.signature.title
         if self.status is Status.UNRECOGNIZED:
             return "Unrecognized failure"
+        if self.status is Status.DEGRADED:
+            what = self.signature.title if self.signature else "a problem no signature knows"
+            return f"Degraded, not crashed: {what}"
+        if self.status is Status.EMPTY:
+            return "Empty log: no text to read"
         return "No failure found"
 
     def to_dict(self, *, context: bool = True) -> dict[str, Any]:

@@ -25,7 +25,8 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
             out += [
                 f"### `{s.id}`: {s.title}",
                 "",
-                f"role: **{s.role.value}** · severity: {s.severity.value}",
+                f"role: **{s.role.value}** · severity: {s.severity.value}"
+                + (f" · outcome: {s.outcome.value}" if s.outcome.value != "failure" else ""),
                 "",
                 f"restart: **{s.restart.cls.value}**: {s.restart.reason}",
                 "",

@@ -10,34 +10,24 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from signatures.advice import advise
-from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
+from signatures.attribution import Attribution, Roster, attribute, rank_for_grouping, roster
+from signatures.diagnosis import Diagnosis, Evidence, SignatureRef, Status
+from signatures.environment import EVIDENCE_ONLY
 from signatures.errors import InputTooLarge
+from signatures.explain import confidence, downstream_groups, fix_steps, why
 from signatures.flight_recorder import read_any, with_findings
 from signatures.hits import TextScan
 from signatures.library import Library
-from signatures.lines import unwrap
-from signatures.ranking import (
-    TIER_BENIGN,
-    TIER_DOWNSTREAM,
-    TIER_INITIATING,
-    TIER_UNKNOWN,
-    TIER_WRAPPER,
-    Candidate,
-    candidates,
-    ordered,
-)
+from signatures.missing import CLEAN_MISSING, missing_facts, ranks_seen
+from signatures.missing import Evidence as MissingEvidence
+from signatures.outcome import RunOutcome, judge
+from signatures.progress import STEP, Progress
+from signatures.ranking import TIER_BENIGN, TIER_WRAPPER, Candidate, candidates, ordered
 from signatures.redact import redact
 from signatures.sources import DEFAULT_LIMITS, Budget, Limits, Source, as_source, open_texts
-from signatures.spec import Signature
-
-COLLECT_ENV = (
-    "Attach the output of `python -m torch.utils.collect_env` from a failing node "
-    "(torch, CUDA, NCCL and driver versions)."
-)
-MAX_MISSING = 4
 
 __all__ = ["DEFAULT_LIMITS", "Finding", "Limits", "default_library", "diagnose", "find_all", "scan_sources"]
 
@@ -126,260 +116,153 @@ def find_all(
 def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     """Build the Diagnosis from what the texts held."""
     scans = with_findings(scans, library)  # flight-recorder dumps: their finding as one more text
-    environment: dict[str, str] = {}
+    facts: dict[str, str] = {}
     for scan in scans:
         for key, value in scan.facts.items():
-            environment.setdefault(key, redact(value))
-    hits = [h for scan in scans for h in scan.hits]
-    ranked = ordered(candidates(hits, library))
-    # Handled exceptions (retried, or "Exception ignored") are no finding of their own.
+            facts.setdefault(key, redact(value))
+    environment = {k: v for k, v in facts.items() if k not in EVIDENCE_ONLY}
+    step = next((m.group(1) for s in scans for _, t in s.progress if (m := STEP.search(t))), None)
+    if step is not None:
+        facts.setdefault("step", step)
+    read = _Read(
+        environment,
+        tuple(redact(s.name) for s in scans),
+        sum(s.lines for s in scans),
+        sum(s.bytes for s in scans),
+    )
+    if not any(s.has_text for s in scans):
+        return read.onto(
+            Diagnosis(
+                status=Status.EMPTY,
+                signature=None,
+                confidence=1.0,
+                initiating=None,
+                why=("The input holds no text lines.",),
+                summary="The log is empty: there is nothing to diagnose.",
+                missing_facts=("Attach the log again: the file given holds no text.",),
+            )
+        )
+    progress = Progress((scan.file_index, scan.progress) for scan in scans)
+    ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress))
+    # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
-    files = tuple(redact(s.name) for s in scans)
-    lines_read = sum(s.lines for s in scans)
-    bytes_read = sum(s.bytes for s in scans)
     if not ranked:
-        return Diagnosis(
-            status=Status.CLEAN,
-            signature=None,
-            confidence=0.8,
-            initiating=None,
-            why=("No line matched a failure signature or looked like an error.",),
-            summary="No failure found in the log.",
-            missing_facts=CLEAN_MISSING,
-            environment=environment,
-            files=files,
-            lines_read=lines_read,
-            bytes_read=bytes_read,
+        return read.onto(
+            Diagnosis(
+                status=Status.CLEAN,
+                signature=None,
+                confidence=0.8,
+                initiating=None,
+                why=("No line matched a failure signature or looked like an error.",),
+                summary="No failure found in the log.",
+                missing_facts=CLEAN_MISSING,
+            )
         )
     top = ranked[0]
     sig = top.signature
-    status = _status(top)
-    groups = _downstream(ranked[1:], top, scans)
-    initiating = _evidence(top)
-    why = _why(top, groups, ranked)
-    confidence = _confidence(top, ranked, groups)
-    summary = sig.summary if sig else f"An error no signature knows: {initiating.text.strip()[:300]}"
-    if status is Status.CLEAN:
-        summary = f"No failure found. Most notable warning: {sig.title}." if sig else "No failure found."
-    return Diagnosis(
-        status=status,
-        signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
-        confidence=confidence,
-        initiating=initiating,
-        downstream=tuple(groups),
-        why=tuple(why),
-        summary=summary,
-        root_causes=sig.root_causes if sig else (),
-        fix=_fix_steps(sig) if sig else (),
-        decision_path=tuple(sig.decision_path.steps()) if sig else (),
-        checklist=sig.confirm if sig else (),
-        missing_facts=tuple(_missing(top, ranked, groups, environment, scans)),
-        related=tuple(sig.related) if sig else (),
-        environment=environment,
-        files=files,
-        lines_read=lines_read,
-        bytes_read=bytes_read,
-        advice=advise(
-            sig.restart if sig else None, status=status.value, confidence=confidence, host=initiating.host
-        ),
+    who = roster(scans, facts)
+    place = attribute(top.hit, top.line, who)
+    outcome = judge(top, ranked, progress)
+    groups = downstream_groups(ranked[1:], top, scans, lambda h: rank_for_grouping(h, who))
+    initiating = _evidence(top, place)
+    local_only = place.local_rank if place.rank is None else None
+    evidence = MissingEvidence(
+        facts, top, ranks_seen(scans), len(scans), initiating.host is not None, local_only
+    )
+    reporting = sorted(
+        {r for g in groups for r in g.ranks} | ({place.rank} if place.rank is not None else set())
+    )
+    conf = confidence(top, ranked)
+    return read.onto(
+        Diagnosis(
+            status=outcome.status,
+            signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
+            confidence=conf,
+            initiating=initiating,
+            downstream=tuple(groups),
+            why=tuple(why(top, groups, outcome.words, _how(place))),
+            summary=_summary(top, outcome, initiating),
+            root_causes=sig.root_causes if sig else (),
+            fix=fix_steps(sig) if sig else (),
+            decision_path=tuple(sig.decision_path.steps()) if sig else (),
+            checklist=sig.confirm if sig else (),
+            missing_facts=tuple(missing_facts(evidence, ranked, reporting, _launcher_rank(ranked, who, top))),
+            related=tuple(sig.related) if sig else (),
+            advice=advise(
+                sig.restart if sig else None,
+                status=outcome.status.value,
+                confidence=conf,
+                host=initiating.host,
+            ),
+        )
     )
 
 
-def _status(top: Candidate) -> Status:
-    if top.tier == TIER_BENIGN:
-        return Status.CLEAN
-    if top.signature is None:
-        return Status.UNRECOGNIZED
-    return Status.FAILURE
+@dataclass(frozen=True)
+class _Read:
+    """What was read, whatever was found in it."""
+
+    environment: dict[str, str]
+    files: tuple[str, ...]
+    lines_read: int
+    bytes_read: int
+
+    def onto(self, d: Diagnosis) -> Diagnosis:
+        return replace(
+            d,
+            environment=self.environment,
+            files=self.files,
+            lines_read=self.lines_read,
+            bytes_read=self.bytes_read,
+        )
 
 
-def _evidence(c: Candidate) -> Evidence:
+def _summary(top: Candidate, outcome: RunOutcome, initiating: Evidence) -> str:
+    sig = top.signature
+    if outcome.status is Status.CLEAN:
+        return f"No failure found. Most notable warning: {sig.title}." if sig else "No failure found."
+    text = sig.summary if sig else f"An error no signature knows: {initiating.text.strip()[:300]}"
+    if outcome.status is Status.DEGRADED:
+        what = sig.summary if sig else f"A problem no signature knows: {initiating.text.strip()[:300]}"
+        return f"Degraded, not crashed: {outcome.words}. {what}"
+    return text
+
+
+def _how(place: Attribution) -> str | None:
+    if place.rank is None and place.local_rank is not None:
+        return f"it names local rank {place.local_rank} only, and nothing maps that to a global rank"
+    return place.how
+
+
+def _launcher_rank(ranked: Sequence[Candidate], who: Roster, top: Candidate) -> int | None:
+    # The launcher's failure table, or a wrapper line, names the rank that failed first.
+    first = who.first_failure.get(top.hit.file_index) or next(iter(who.first_failure.values()), None)
+    if first is not None:
+        return first.rank
+    named = next(
+        (c.hit.groups["rank"] for c in ranked if c.tier == TIER_WRAPPER and "rank" in c.hit.groups), None
+    )
+    return int(named) if named is not None and named.isdigit() else None
+
+
+def _evidence(c: Candidate, place: Attribution) -> Evidence:
     hit = c.hit
     before, after = hit.before, hit.after
-    if c.line != hit.line:  # moved to an `assert` echo: re-centre the context on it
+    if c.line < hit.line:  # moved up to an `assert` echo: re-centre the context on it
         shift = hit.line - c.line
         after = (*before[len(before) - shift + 1 :], hit.text, *after)[: len(after)]
         before = before[: len(before) - shift]
+    elif c.line > hit.line:  # moved down to the line a bare statement introduced
+        shift = c.line - hit.line
+        before = (*before, hit.text, *after[: shift - 1])[-max(len(before), 1) :]
+        after = after[shift:]
     return Evidence(
         file=redact(hit.file),
         line=c.line,
         text=redact(c.text),
-        rank=hit.rank if hit.rank is not None else _nearby_rank(hit.before[-2:], hit.after[:3]),
-        host=redact(hit.host) if hit.host else None,
+        rank=place.rank,
+        host=redact(place.host) if place.host else None,
         time=hit.facts.time,
         before=tuple(redact(x) for x in before[-8:]),
         after=tuple(redact(x) for x in after[:8]),
     )
-
-
-def _nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
-    """The rank of an untagged line, when the lines around it all carry one and the same rank.
-
-    A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
-    interleaved log, neighbours of several ranks make this return None.
-    """
-    below = {facts.rank for line in after if (facts := unwrap(line)).rank is not None}
-    above = {facts.rank for line in before if (facts := unwrap(line)).rank is not None}
-    # The lines below must be that rank re-printing it; lines above alone prove nothing.
-    if len(below) == 1 and above <= below:
-        return below.pop()
-    return None
-
-
-def _downstream(rest: list[Candidate], top: Candidate, scans: Sequence[TextScan]) -> list[DownstreamGroup]:
-    groups: dict[str, list[Candidate]] = {}
-    for c in rest:
-        if c.tier == TIER_BENIGN and top.tier != TIER_BENIGN:
-            continue
-        key = c.signature.id if c.signature else "(unrecognized)"
-        groups.setdefault(key, []).append(c)
-    out = []
-    for members in groups.values():
-        first = members[0]  # already in ranking order
-        sig = first.signature
-        ranks = sorted({r for c in members if (r := c.hit.rank) is not None})
-        total = len(members)
-        if sig is not None:  # verified hits past the per-text cap still count
-            pids = {c.hit.matcher.pid for c in members}
-            total = max(total, sum(s.counts.get(pid, 0) for s in scans for pid in pids))
-        out.append(
-            DownstreamGroup(
-                signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
-                role=first.role if sig else "unknown",
-                count=total,
-                ranks=tuple(ranks),
-                first=Evidence(
-                    file=redact(first.hit.file), line=first.line, text=redact(first.text), rank=first.hit.rank
-                ),
-            )
-        )
-    out.sort(key=lambda g: (-g.count, g.signature.id if g.signature else ""))
-    return out[:20]
-
-
-def _fix_steps(sig: Signature) -> tuple[dict[str, str], ...]:
-    return tuple(
-        {k: v for k, v in (("step", f.step), ("command", f.command), ("why", f.why)) if v} for f in sig.fix
-    )
-
-
-def _why(top: Candidate, groups: list[DownstreamGroup], ranked: list[Candidate]) -> list[str]:
-    where = f"{top.hit.file}:{top.line}"
-    name = top.signature.id if top.signature else "an unrecognized error"
-    if top.tier == TIER_INITIATING:
-        reason = "the earliest initiating failure"
-        if top.via_frames:
-            reason += " (named by the frames its traceback ends in)"
-        if top.signature is None:
-            reason = "the earliest exception that ends a traceback; no signature knows it"
-    elif top.tier == TIER_UNKNOWN:
-        reason = "the earliest error line; no signature knows it and nothing more specific was found"
-    elif top.tier == TIER_DOWNSTREAM:
-        reason = "no initiating failure is in the log; this is the earliest downstream symptom"
-    elif top.tier == TIER_WRAPPER:
-        reason = "only a wrapper re-reporting a child's failure is in the log"
-    else:
-        reason = "only benign warnings are in the log"
-    out = [f"{where} ({name}) was chosen: {reason}."]
-    for g in groups[:8]:
-        label = g.signature.id if g.signature else "unrecognized error lines"
-        ranks = f" on ranks {_ranks(g.ranks)}" if g.ranks else ""
-        if top.signature is not None and g.signature is not None and g.signature.id == top.signature.id:
-            lost = "the same failure printed again (a traceback's last line, another rank, a retry)"
-        elif g.role in ("downstream", "wrapper", "benign"):
-            lost = f"it is a {g.role} signature, a consequence or re-report of an earlier failure"
-        elif g.role == "unknown":
-            lost = "no signature knows these lines and they came after the chosen one"
-        else:
-            lost = "it came later than the chosen line"
-        out.append(f"{label} ×{g.count}{ranks} lost: {lost}.")
-    return out
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    if len(ranks) <= 8:
-        return ", ".join(map(str, ranks))
-    return ", ".join(map(str, ranks[:8])) + f" and {len(ranks) - 8} more"
-
-
-def _confidence(top: Candidate, ranked: list[Candidate], groups: list[DownstreamGroup]) -> float:
-    if top.tier == TIER_BENIGN:
-        return 0.8
-    if top.signature is None:
-        return 0.4 if top.tier == TIER_INITIATING else 0.3
-    if top.tier == TIER_DOWNSTREAM:
-        return 0.45
-    if top.tier == TIER_WRAPPER:
-        return 0.35
-    score = 0.7 if top.via_frames else 0.9
-    rivals = {c.signature.id for c in ranked[1:] if c.tier == TIER_INITIATING and c.signature}
-    rivals.discard(top.signature.id)
-    if rivals:
-        score -= 0.1
-    return round(min(score, 0.95), 2)
-
-
-def _missing(
-    top: Candidate,
-    ranked: list[Candidate],
-    groups: list[DownstreamGroup],
-    env: dict[str, str],
-    scans: Sequence[TextScan],
-) -> list[str]:
-    out: list[str] = []
-    sig = top.signature
-    # A launcher's wrapper often names the rank that failed first ("rank : 12 (local_rank: 4)").
-    named_by_launcher = next(
-        (c.hit.groups["rank"] for c in ranked if c.tier == TIER_WRAPPER and "rank" in c.hit.groups), None
-    )
-    if top.tier == TIER_DOWNSTREAM and named_by_launcher is not None:
-        out.append(
-            f"The launcher says rank {named_by_launcher} failed first, but its error is not in the logs "
-            f"given: attach rank {named_by_launcher}'s log."
-        )
-    elif top.tier in (TIER_DOWNSTREAM, TIER_WRAPPER):
-        reporting = sorted(
-            {r for g in groups for r in g.ranks} | ({top.hit.rank} if top.hit.rank is not None else set())
-        )
-        world = int(env["world_size"]) if env.get("world_size", "").isdigit() else None
-        silent = [r for r in range(world) if r not in reporting] if world and world <= 4096 else []
-        named = top.hit.groups.get("rank") or top.hit.groups.get("local_rank")
-        if top.tier == TIER_WRAPPER and named:
-            out.append(
-                f"The launcher only re-reports a failure of rank {named}: "
-                f"attach rank {named}'s own log, which holds the real error."
-            )
-        elif silent and len(silent) <= 16:
-            out.append(
-                f"Only consequences were found. Ranks {_ranks(silent)} did not report them: attach "
-                f"{'that rank' if len(silent) == 1 else 'those ranks'}' "
-                f"log{'s' if len(silent) > 1 else ''}, where the first failure is likely."
-            )
-        else:
-            given = "only one log was given" if len(scans) == 1 else f"only {len(scans)} logs were given"
-            out.append(
-                f"Only consequences were found and {given}: attach the logs of every rank (or the "
-                "launcher's full output) so the rank that failed first can be found."
-            )
-    if sig is not None:
-        for fact in sig.missing_facts:
-            if fact.unless_env and all(k in env for k in fact.unless_env):
-                continue
-            out.append(fact.ask)
-    if (
-        top.tier != TIER_BENIGN
-        and not {"torch", "cuda"} <= env.keys()
-        and not any("collect_env" in x for x in out)
-    ):
-        out.append(COLLECT_ENV)
-    if top.signature is None and top.tier <= TIER_UNKNOWN:
-        out.insert(
-            0, "No signature knows this error: attach the full traceback and the lines just before it."
-        )
-    return out[:MAX_MISSING]
-
-
-CLEAN_MISSING = (
-    "If the job did fail, attach the end of every rank's log (the launcher's output and each "
-    "rank's stderr): this log shows no error.",
-)

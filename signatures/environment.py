@@ -16,10 +16,11 @@ class FactPattern:
     key: str
     scan: str  # scan form, for the bulk scanner
     verify: re.Pattern[str]  # group "v" is the value, matched on the unwrapped message
+    value: str | None = None  # the value when the match itself is the fact
 
 
-def _fact(key: str, regex: str, *, scan: str | None = None) -> FactPattern:
-    return FactPattern(key, scan or re.sub(r"\(\?P<v>", "(", regex).lstrip("^"), re.compile(regex))
+def _fact(key: str, regex: str, *, scan: str | None = None, value: str | None = None) -> FactPattern:
+    return FactPattern(key, scan or re.sub(r"\(\?P<v>", "(", regex).lstrip("^"), re.compile(regex), value)
 
 
 FACTS: tuple[FactPattern, ...] = (
@@ -42,9 +43,30 @@ FACTS: tuple[FactPattern, ...] = (
     ),
     _fact("world_size", r"\b(?:world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
+    # How many nodes the job spans: with one, a local rank is the global rank.
+    _fact("nnodes", r"--nnodes[= ](?P<v>[0-9]+)(?::[0-9]+)?\b"),
+    _fact("nnodes", r"\b(?:nnodes|NNODES|num_nodes|num_machines)[=: ]+(?P<v>[0-9]+)\b"),
+    _fact("nnodes", r"\bgroup_world_size=(?P<v>[0-9]+)\b"),
+    _fact("nnodes", r"\bnNodes (?P<v>[0-9]+)\b"),
+    _fact("nnodes", r"--(?P<v>standalone)\b"),
+    # torchrun started with --nproc-per-node and no --nnodes or rendezvous runs on one node.
+    _fact(
+        "nnodes",
+        r"\b(?:torchrun|torch\.distributed\.(?:run|launch))\b(?![^\n]*--(?:nnodes|rdzv|node[_-]rank))"
+        r"[^\n]*--nproc[_-]per[_-]node",
+        scan=r"(?:torchrun|torch\.distributed\.(?:run|launch))[^\n]*--nproc[_-]per[_-]node",
+        value="1",
+    ),
+    # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
+    _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),
+    _fact("xid", r"\bNVRM: Xid \((?P<v>[^)\n]+)\)"),
 )
+EVIDENCE_ONLY = frozenset({"last_reason", "step", "xid"})  # step: read from progress lines
 
 
 def read_fact(pattern: FactPattern, message: str) -> str | None:
+    """The value ``pattern`` reads from ``message``, or None."""
     m = pattern.verify.search(message)
-    return m.group("v").strip() if m else None
+    if m is None:
+        return None
+    return pattern.value if pattern.value is not None else m.group("v").strip()

@@ -8,21 +8,34 @@ by a few chunks whatever the file's size.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import LineFacts, rank_from_name, strip_ansi, unwrap
+from signatures.progress import KEPT as PROGRESS_KEPT
+from signatures.progress import progress_lines
+from signatures.shapes import shape_holds
+from signatures.structure import Sighting
 from signatures.tracebacks import TracebackView, is_advice, read_traceback
 
+_TEXT = re.compile(rb"\S")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
 BEFORE_LINES = 60  # enough to walk a traceback back to its header
 AFTER_LINES = 12
 MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
 CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
 LOCATE_PER_CHUNK = 2048  # lines one pattern may claim in one chunk
+LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
+# Past its cap, a generic pattern (an error shape, an exception line) keeps being read in the last
+# lines of each chunk, and its newest hits are kept: a log with a thousand handled ERROR records
+# still shows the failure at its end.
+TAILED = (Kind.SHAPE, Kind.EXCEPTION)
+TAIL_PER_CHUNK = 16
+TAIL_KEPT = 64
 
 
 @dataclass
@@ -42,11 +55,15 @@ class Hit:
 
     @property
     def rank(self) -> int | None:
-        for key in ("rank", "local_rank"):
-            value = self.groups.get(key)
-            if value is not None and value.isdigit():
-                return int(value)
-        return self.facts.rank
+        """The global rank the line names (a fingerprint's group, a prefix or the message)."""
+        value = self.groups.get("rank")
+        return int(value) if value is not None and value.isdigit() else self.facts.rank
+
+    @property
+    def local_rank(self) -> int | None:
+        """The launcher's per-node index of the process, when the line names one."""
+        value = self.groups.get("local_rank")
+        return int(value) if value is not None and value.isdigit() else self.facts.local_rank
 
     @property
     def host(self) -> str | None:
@@ -59,17 +76,24 @@ class TextScan:
 
     name: str
     file_index: int
+    name_rank: int | None = None  # the rank the file's name gives, when it gives one
     lines: int = 0
     bytes: int = 0
     hits: list[Hit] = field(default_factory=list)
     counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
     facts: dict[str, str] = field(default_factory=dict)
+    progress: list[tuple[int, str]] = field(default_factory=list)  # the newest progress lines kept
+    has_text: bool = False  # any character but white space
+    sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
+    # Generic hits past a pattern's cap: the newest are kept, since a run fails at its end.
+    tail: dict[int, deque[Hit]] = field(default_factory=dict)
 
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""
         self.file_index = file_index
         for hit in self.hits:
             hit.file_index = file_index
+        self.sightings = [replace(s, file_index=file_index) for s in self.sightings]
 
     def detach(self) -> None:
         """Replace matchers by their ids, so the scan pickles small across processes."""
@@ -93,8 +117,7 @@ def read_text(
 
     ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file.
     """
-    result = TextScan(name=name, file_index=file_index)
-    default_rank = rank_from_name(name)
+    result = TextScan(name=name, file_index=file_index, name_rank=rank_from_name(name))
     scanner = library.scanner
     matchers = library.matchers
     kept_context: dict[int, int] = {}
@@ -111,16 +134,16 @@ def read_text(
         ids = scanner.scan(chunk)
         if ids:
             by_line: dict[int, list[Matcher]] = {}
-            for pid in ids:
+            for pid in sorted(ids):  # pattern order, whatever the backend: the first fact wins
                 matcher = matchers[pid]
-                if result.counts.get(pid, 0) >= matcher.cap:
+                past_cap = result.counts.get(pid, 0) >= matcher.cap
+                if past_cap and matcher.kind not in TAILED:
                     continue
                 if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
                     continue
-                for n, m in enumerate(matcher.locate.finditer(chunk)):
-                    if n >= LOCATE_PER_CHUNK:
-                        break  # a pattern on every line of a chunk: later chunks still get their turn
-                    start = chunk.rfind(b"\n", 0, m.start()) + 1
+                limit = LOCATE_FACT if matcher.kind is Kind.FACT else LOCATE_PER_CHUNK
+                starts = _located(matcher, chunk, limit)
+                for start in starts[-TAIL_PER_CHUNK:] if past_cap else starts:
                     entries = by_line.setdefault(start, [])
                     if matcher not in entries:
                         entries.append(matcher)
@@ -137,15 +160,46 @@ def read_text(
                     by_line[start],
                     prev_tail,
                     next_chunk,
-                    default_rank,
                     kept_context,
                     done_facts,
                 )
+        result.has_text = result.has_text or _TEXT.search(chunk) is not None
         newlines = chunk.count(b"\n")
         base += newlines
+        result.progress.extend(progress_lines(chunk, base))
+        del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
+    for tail in result.tail.values():
+        result.hits.extend(tail)
+    result.tail.clear()
     return result
+
+
+def _located(matcher: Matcher, chunk: bytes, limit: int) -> list[int]:
+    """Starts of the lines of ``chunk`` that may match ``matcher`` (at most ``limit``, in order).
+
+    A pattern on every line of a chunk stops at ``limit``: later chunks still get their turn.
+    """
+    if not matcher.needles:
+        starts: list[int] = []
+        for m in matcher.locate.finditer(chunk):
+            if len(starts) >= limit:
+                break
+            starts.append(chunk.rfind(b"\n", 0, m.start()) + 1)
+        return starts
+    # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
+    found: set[int] = set()
+    for needle in matcher.needles:
+        pos = chunk.find(needle)
+        while pos >= 0 and len(found) < limit:
+            start = chunk.rfind(b"\n", 0, pos) + 1
+            end = chunk.find(b"\n", pos)
+            stop = end if end >= 0 else len(chunk)
+            if start not in found and matcher.locate.search(chunk, start, stop):
+                found.add(start)
+            pos = chunk.find(needle, stop) if end >= 0 else -1
+    return sorted(found)
 
 
 def _lookahead(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bytes]]:
@@ -165,7 +219,6 @@ def _record_line(
     candidates: list[Matcher],
     prev_tail: list[bytes],
     next_chunk: bytes,
-    default_rank: int | None,
     kept_context: dict[int, int],
     done_facts: set[str],
 ) -> None:
@@ -173,11 +226,16 @@ def _record_line(
     raw = chunk[start : end if end >= 0 else len(chunk)].decode("utf-8", "replace").rstrip("\r")
     segments = [s for s in raw.split("\r") if s.strip()] or [raw]
     before_lines: list[str] | None = None
+    unwrapped = [unwrap(segment) for segment in reversed(segments)]  # once per line, not per pattern
     for matcher in candidates:
-        for segment in reversed(segments):
-            facts = unwrap(segment)
+        for segment, facts in zip(reversed(segments), unwrapped, strict=True):
             m = matcher.verify.search(facts.message)
-            if m is None:
+            if matcher.shape is not None:
+                if not shape_holds(
+                    matcher.shape, segment, facts, m is not None, lambda: _lines_after(chunk, end, next_chunk)
+                ):
+                    continue
+            elif m is None:
                 continue
             if any(x.search(facts.message) for x in matcher.excludes):
                 break
@@ -192,11 +250,21 @@ def _record_line(
                 break
             if before_lines is None:
                 before_lines = _lines_before(chunk, start, prev_tail)
+            if matcher.structure is not None:
+                sighting = matcher.structure.read(
+                    result.file_index,
+                    line_no,
+                    facts,
+                    before_lines,
+                    lambda: _lines_after(chunk, end, next_chunk),
+                )
+                if sighting is not None:
+                    result.sightings.append(sighting)
+                    result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
+                break
             view = read_traceback(facts.message, before_lines)
             if view.echo or view.frame:
                 break
-            if facts.rank is None and default_rank is not None:
-                facts = LineFacts(facts.message, default_rank, facts.host, facts.time, facts.level)
             result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
             keep_context = (
                 kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE
@@ -211,7 +279,7 @@ def _record_line(
                 line=line_no,
                 text=text,
                 facts=facts,
-                groups={k: v for k, v in m.groupdict().items() if v is not None},
+                groups={k: v for k, v in m.groupdict().items() if v is not None} if m else {},
                 view=view,
             )
             if keep_context:
@@ -222,7 +290,10 @@ def _record_line(
                     hit.before = tuple(
                         _short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset) :]
                     )
-            result.hits.append(hit)
+            if matcher.kind in TAILED and result.counts[matcher.pid] > matcher.cap:
+                result.tail.setdefault(matcher.pid, deque(maxlen=TAIL_KEPT)).append(hit)
+            else:
+                result.hits.append(hit)
             break
 
 

@@ -14,31 +14,43 @@ from signatures.environment import FACTS, FactPattern
 from signatures.loader import load_signatures
 from signatures.patterns import literal_to_regex, scan_form
 from signatures.scan import ScanCompileError, Scanner, ScanPattern, make_scanner
+from signatures.shapes import SHAPES, Shape
 from signatures.spec import Fingerprint, Problem, Signature, SignatureError
+from signatures.structure import STRUCTURE, StructurePattern
+from signatures.tracebacks import EXCEPTION_LINE
 
 
 class Kind(StrEnum):
     SIGNATURE = "signature"
     EXCEPTION = "exception"  # a Python exception line no signature claims
-    FATAL = "fatal"  # a process-level fatal line (segfault, abort) no signature claims
+    SHAPE = "shape"  # a line that states a failure by its shape (signatures/shapes.py)
+    STRUCTURE = "structure"  # a line that tells who is who (signatures/structure.py)
     FACT = "fact"  # an environment fact
 
 
 # The engine's own patterns: what an error looks like when no signature knows it.
-_EXCEPTION_SCAN = r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
-_EXCEPTION_VERIFY = re.compile(
-    r"^[ \t]*(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
+_EXCEPTION_SCAN = (
+    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+    # an exception class of any name in an exceptions module: triton.runtime.errors.OutOfResources:
+    r"|\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
 )
-_FATAL_SCAN = (
-    r"Segmentation fault|core dumped|terminate called after throwing|Fatal Python error"
-    r"|Bus error|Illegal instruction|Floating point exception"
+_EXCEPTION_NEEDLES = (
+    b"Error",
+    b"Exception",
+    b"Exit",
+    b"Interrupt",
+    b"Failure",
+    b"Fault",
+    b".exc.",
+    b".error",
+    b".exception",
 )
-_FATAL_VERIFY = re.compile(_FATAL_SCAN)
 
 # How many verified hits of one pattern one text records before it stops locating more.
 CAP_SIGNATURE = 2048
 CAP_BENIGN = 64
 CAP_GENERIC = 512
+CAP_STRUCTURE = 4096
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,9 @@ class Matcher:
     excludes: tuple[re.Pattern[str], ...]
     cap: int
     fact: FactPattern | None = None
+    shape: Shape | None = None
+    structure: StructurePattern | None = None
+    needles: tuple[bytes, ...] = ()  # literals to locate lines with, when the regex would be slow
 
 
 @dataclass(frozen=True)
@@ -102,9 +117,23 @@ class Library:
             cap: int,
             owner: tuple[str, str],
             fact: FactPattern | None = None,
+            shape: Shape | None = None,
+            structure: StructurePattern | None = None,
         ) -> None:
             pid = len(matchers)
-            matchers.append(Matcher(pid, kind, sig, verify, _locate(scan, ignore_case), excludes, cap, fact))
+            locate = _locate(scan, ignore_case)
+            needles = (
+                shape.needles if shape is not None else structure.needles if structure is not None else ()
+            )
+            if kind is Kind.EXCEPTION:
+                needles = _EXCEPTION_NEEDLES
+            matchers.append(
+                Matcher(pid, kind, sig, verify, locate, excludes, cap, fact, shape, structure, needles)
+            )
+            # A matcher with literals is scanned for them alone: a set of literals costs the bulk
+            # scanner next to nothing, and each line they find is checked with ``scan`` after.
+            if needles:
+                scan, ignore_case = "|".join(re.escape(n.decode("ascii")) for n in needles), False
             scan_patterns.append(ScanPattern(pid, scan, ignore_case))
             owners.append(owner)
 
@@ -126,13 +155,36 @@ class Library:
             Kind.EXCEPTION,
             None,
             _EXCEPTION_SCAN,
-            _EXCEPTION_VERIFY,
+            EXCEPTION_LINE,
             False,
             (),
             CAP_GENERIC,
             ("(engine)", "exception"),
         )
-        add(Kind.FATAL, None, _FATAL_SCAN, _FATAL_VERIFY, False, (), CAP_GENERIC, ("(engine)", "fatal"))
+        for shape in SHAPES:
+            add(
+                Kind.SHAPE,
+                None,
+                shape.scan,
+                shape.verify,
+                shape.ignore_case,
+                (),
+                CAP_GENERIC,
+                ("(engine)", f"shape {shape.name}"),
+                shape=shape,
+            )
+        for pattern in STRUCTURE:
+            add(
+                Kind.STRUCTURE,
+                None,
+                pattern.scan,
+                pattern.verify,
+                False,
+                (),
+                CAP_STRUCTURE,
+                ("(engine)", f"structure {pattern.name}"),
+                structure=pattern,
+            )
         for fact in FACTS:
             add(Kind.FACT, None, fact.scan, fact.verify, False, (), 1, ("(engine)", f"fact {fact.key}"), fact)
         self.matchers = matchers
@@ -147,6 +199,17 @@ class Library:
     def load(cls, root: Path | None = None, *, backend: str | None = None) -> Library:
         """Load, validate and compile; every problem is reported at once as a SignatureError."""
         library = cls(load_signatures(root), backend=backend, root=root)
+        library.compile()
+        return library
+
+    def without_initiating(self) -> Library:
+        """This library with its initiating signatures left out: what the engine finds by shape alone.
+
+        Downstream, wrapper and benign signatures stay, so the noise model is the same; used by
+        ``bench/accuracy.py --generic-only`` to measure the engine without wording knowledge.
+        """
+        kept = [s for s in self.signatures if s.role.value != "initiating"]
+        library = Library(kept, backend=self.backend, root=self.root)
         library.compile()
         return library
 

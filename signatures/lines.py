@@ -15,23 +15,31 @@ from datetime import datetime
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
 # Each prefix rule: a regex anchored at the start of what is left of the line. Named groups
-# rank / host / ts / glogts carry facts; the rules are tried repeatedly until none applies.
+# rank / local / host / pid / ts / glogts carry facts; the rules are tried repeatedly until none
+# applies. `rank` is always a global rank; a launcher's per-node index is `local`.
 _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        r"^`(?=[^`])",  # a line pasted as inline code
+        r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
-        r"^\[default(?P<rank>\d+)\]: ?",  # torchrun --tee
+        r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
+        r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^(?P<rank>\d{1,5}): ",  # srun --label
         # NCCL: host:pid:tid [cudaDev]
-        r"^(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ",
+        r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
         r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
+        # abseil's glog with an unset clock (E0000 00:00:1738697930.202924 7665 f.cc:522]) and
+        # TensorFlow's short head (E tensorflow/core/kernels/x.cc:157]): the level, no usable time
+        r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
+        r"^(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
@@ -39,7 +47,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-        r"\[[\w.]+:\d+\] ",
+        r"\[?[\w.]+:\d+\] ",
         # logger.name: [LEVEL] (a dotted logger name, never an exception's "XError: [ERROR] ...")
         r"^(?![\w.]*(?:Error|Exception|Warning):)\w+(?:\.\w+)+: "
         r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
@@ -57,9 +65,22 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-# A rank the message itself names: NCCL's "[PG 1 Rank 3]", mpirun's "process rank 3 with PID".
+# A rank the message itself names: NCCL's "[PG 1 Rank 3]", mpirun's "process rank 3 with PID",
+# mp.spawn's "process 1 terminated with", srun's "task 3: Killed", "AssertionError: Rank 3: ...".
 _RANK_IN_MESSAGE = re.compile(
-    r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?)?Rank (?P<rank>\d+)\]|\bprocess rank (?P<mpi>\d+) with PID\b"
+    r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?(?:\([^)\n]*\) )?)?[Rr]ank (?P<rank>\d+)\]"
+    r"|\bprocess rank (?P<mpi>\d+) with PID\b"
+    r"|\b[Pp]rocess (?P<spawn>\d+) terminated with\b"
+    r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
+    r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
+    r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+)
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv")
+# A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
+_LOCAL_IN_MESSAGE = re.compile(r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?")
+# A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
+_HOST_IN_MESSAGE = re.compile(
+    r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
 )
 _MAX_PREFIX_ROUNDS = 8
 
@@ -73,6 +94,9 @@ class LineFacts:
     host: str | None
     time: str | None
     level: str | None = None  # the logger's level letter (I, W, E, F, D, C) when a head gave one
+    local_rank: int | None = None  # a launcher's per-node index: never a global rank by itself
+    pid: int | None = None  # the process id a prefix gave (NCCL's host:pid:tid)
+    tagged: bool = False  # the rank came from a launcher's tag on the line, not from its words
 
 
 def strip_ansi(text: str) -> str:
@@ -80,37 +104,36 @@ def strip_ansi(text: str) -> str:
 
 
 def unwrap(line: str) -> LineFacts:
-    """Peel launcher and logger prefixes off ``line``; keep rank, host and time."""
+    """Peel launcher and logger prefixes off ``line``; keep rank, host, time and level."""
     text = strip_ansi(line).rstrip("\r\n")
-    rank: int | None = None
-    host: str | None = None
-    time: str | None = None
-    level: str | None = None
+    found: dict[str, str] = {}
     for _ in range(_MAX_PREFIX_ROUNDS):
         for rule in _PREFIXES:
             m = rule.match(text)
             if m is None or m.end() == 0:
                 continue
-            groups = m.groupdict()
-            if groups.get("rank") is not None and rank is None:
-                rank = int(groups["rank"])
-            if groups.get("host") and host is None:
-                host = groups["host"]
-            if groups.get("ts") and time is None:
-                time = _iso(groups["ts"])
-            if groups.get("glogts") and time is None:
-                time = _glog_time(groups["glogts"])
-            if groups.get("level") and level is None:
-                level = groups["level"][0]
+            for key, value in m.groupdict().items():
+                if value is not None and value != "":
+                    found.setdefault(key, value)
             text = text[m.end() :]
             break
         else:
             break
-    if rank is None:
-        m = _RANK_IN_MESSAGE.search(text)
-        if m:
-            rank = int(m.group("rank") or m.group("mpi"))
-    return LineFacts(message=text, rank=rank, host=host, time=time, level=level)
+    rank = int(found["rank"]) if "rank" in found else None
+    tagged = rank is not None
+    local = int(found["local"]) if "local" in found else None
+    pid = int(found["pid"]) if "pid" in found else None
+    host = found.get("host")
+    if rank is None and (m := _RANK_IN_MESSAGE.search(text)):
+        rank = int(next(v for g in _RANK_GROUPS if (v := m.group(g)) is not None))
+    if local is None and "local_rank" in text and (m := _LOCAL_IN_MESSAGE.search(text)):
+        local = int(m.group("local"))
+        pid = pid if pid is not None or m.group("pid") is None else int(m.group("pid"))
+    if host is None and (m := _HOST_IN_MESSAGE.search(text)):
+        host = m.group("host") or m.group("srun")
+    time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
+    level = found["level"][0] if "level" in found else None
+    return LineFacts(text, rank, host, time, level, local, pid, tagged)
 
 
 def _iso(ts: str) -> str:
@@ -139,13 +162,12 @@ def time_key(time: str | None) -> tuple[int, float] | None:
         return None
 
 
-_RANK_IN_NAME = re.compile(r"(?:rank|RANK|Rank)[_.-]?(\d+)|(?:^|[_.-])r(\d+)(?:[_.-]|$)")
+# Only an explicit "rank" names a rank; `job_r2.log` or `node2.log` are too ambiguous to read.
+_RANK_IN_NAME = re.compile(r"(?:^|[^A-Za-z])(?:rank|RANK|Rank)[_.-]?(\d+)(?!\d)")
 
 
 def rank_from_name(name: str) -> int | None:
-    """A per-rank log's rank from its file name (`rank12.log`, `train_rank_3.err`)."""
-    base = name.rsplit("/", 1)[-1]
-    m = _RANK_IN_NAME.search(base)
-    if not m:
-        return None
-    return int(m.group(1) or m.group(2))
+    """A per-rank log's rank from its file name (`rank12.log`, `rank-03.out`), when unambiguous."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    found = {int(m.group(1)) for m in _RANK_IN_NAME.finditer(base)}
+    return found.pop() if len(found) == 1 else None

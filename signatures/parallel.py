@@ -9,13 +9,14 @@ as reading the file in one pass.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
 from signatures.flight_recorder import read_any
 from signatures.hits import BEFORE_LINES, TextScan, read_text
 from signatures.library import Library
+from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.sources import (
     GZIP_MAGIC,
     READ_SIZE,
@@ -158,19 +159,23 @@ def _lines_before(handle: BinaryIO, start: int) -> list[bytes]:
 
 def _join(parts: list[TextScan]) -> TextScan:
     """One file's scan from its ranges, in order: line numbers shift by the lines before."""
-    joined = TextScan(name=parts[0].name, file_index=0)
+    joined = TextScan(name=parts[0].name, file_index=0, name_rank=parts[0].name_rank)
     offset = 0
     for part in parts:
         for hit in part.hits:
             hit.line += offset
         joined.hits.extend(part.hits)
+        joined.sightings.extend(replace(x, line=x.line + offset) for x in part.sightings)
+        joined.progress.extend((line + offset, text) for line, text in part.progress)
         for pid, n in part.counts.items():
             joined.counts[pid] = joined.counts.get(pid, 0) + n
         for key, value in part.facts.items():
             joined.facts.setdefault(key, value)
         joined.bytes += part.bytes
+        joined.has_text = joined.has_text or part.has_text
         offset += part.lines
     joined.lines = offset
+    del joined.progress[:-PROGRESS_KEPT]
     return joined
 
 

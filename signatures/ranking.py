@@ -17,20 +17,32 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
 
+from signatures.candidate import Candidate
+from signatures.episodes import (
+    SURVIVABLE_SHAPES,
+    carried_on,
+    drop_wrapped_halves,
+    first_after,
+    leads_into_traceback,
+    move_introductions,
+)
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key
+from signatures.progress import Progress
+from signatures.shapes import ShapeKind
 from signatures.spec import Signature
 from signatures.tracebacks import exception_name, recovered
 
 TIER_INITIATING = 0
 TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
-TIER_DOWNSTREAM = 2
-TIER_LATE_UNKNOWN = 3  # an unknown error after a downstream symptom: likely its consequence
-TIER_WRAPPER = 4
-TIER_BENIGN = 5
+TIER_DEGRADED = 2  # a run going on worse (limit hit, non-finite loss) that no signature knows
+TIER_DEATH = 3  # a process death no signature knows: what killed it is usually printed before
+TIER_DOWNSTREAM = 4
+TIER_LATE_UNKNOWN = 5  # an unknown error after a downstream symptom: likely its consequence
+TIER_WRAPPER = 6
+TIER_BENIGN = 7
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -40,28 +52,8 @@ _ROLE_TIER = {
 }
 
 
-@dataclass
-class Candidate:
-    """One line's best reading: which signature (if any) names it, and how strongly."""
-
-    hit: Hit
-    signature: Signature | None
-    tier: int
-    via_frames: bool = False  # named by where its traceback ends, not by its text
-    line: int = 0  # the evidence line (an `assert` echo can move it up)
-    text: str = ""
-
-    @property
-    def role(self) -> str:
-        return self.signature.role.value if self.signature else "unknown"
-
-    @property
-    def priority(self) -> int:
-        return self.signature.priority if self.signature else -1000
-
-
-def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
-    """Collapse hits to one candidate per line, applying traceback and frame rules."""
+def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None = None) -> list[Candidate]:
+    """Collapse hits to one candidate per line, applying traceback, frame and handling rules."""
     by_line: dict[tuple[int, int], list[Hit]] = {}
     for hit in hits:
         if hit.matcher.kind is Kind.FACT:
@@ -78,36 +70,68 @@ def candidates(hits: Iterable[Hit], library: Library) -> list[Candidate]:
             if _logged_and_handled(best):
                 cand.tier = TIER_BENIGN
         else:
-            hit = next((h for h in line_hits if h.matcher.kind is Kind.EXCEPTION), line_hits[0])
-            tier = (
-                TIER_INITIATING
-                if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback
-                else TIER_UNKNOWN
-            )
+            hit = min(line_hits, key=_shape_rank)
+            kind = hit.matcher.shape.kind if hit.matcher.shape is not None else ShapeKind.ERROR
+            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback:
+                tier = TIER_INITIATING
+            else:
+                tier = _SHAPE_TIER[kind]
             if hit.view.ignored or recovered(hit.after):
                 tier = TIER_BENIGN  # handled: "Exception ignored in ...", or retried right after
+            elif (
+                kind is not ShapeKind.DEGRADATION
+                and progress
+                and progress.went_on(hit.file_index, hit.line, hit.rank)
+            ):
+                tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)
             framed = _by_frames(hit, library)
             if framed is not None and tier == TIER_INITIATING:
                 cand = Candidate(hit, framed, _tier(framed), via_frames=True)
         cand.line, cand.text = cand.hit.line, cand.hit.text
+        shapes = [h.matcher.shape for h in line_hits if h.matcher.shape is not None]
+        cand.shapes = frozenset(x.name for x in shapes)
+        cand.death = any(x.kind is ShapeKind.DEATH for x in shapes)
         _move_to_assert(cand)
         out.append(cand)
+    out = drop_wrapped_halves(move_introductions(out))
+    _promote_episode_leads(out)
+    _demote_survived_errors(out)
     _demote_late_unknowns(out)
-    return _drop_bodiless_exceptions(out)
+    return out
 
 
-def _drop_bodiless_exceptions(cands: list[Candidate]) -> list[Candidate]:
-    # `AssertionError:` with its message on the next lines ("The NVIDIA driver on your system is
-    # too old ..."): the known line below states the cause, the bare exception name does not.
-    signed = {(c.hit.file_index, c.line) for c in cands if c.signature is not None}
-    keep = []
-    for c in cands:
-        bare = c.signature is None and c.hit.facts.message.rstrip().endswith(":")
-        if bare and any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):
+def _demote_survived_errors(cands: list[Candidate]) -> None:
+    # An error record after which the process printed ordinary output, and after which nothing
+    # failed anywhere, was survived (TensorFlow's "Unable to register cuDNN factory" at start-up).
+    lines = {(c.hit.file_index, c.line) for c in cands}
+    for c in sorted(cands, key=lambda c: (c.hit.file_index, -c.line)):  # the latest first
+        shape = c.hit.matcher.shape
+        if c.signature is not None or c.tier != TIER_UNKNOWN or shape is None:
             continue
-        keep.append(c)
-    return keep
+        if shape.name not in SURVIVABLE_SHAPES or c.death or not carried_on(c, lines):
+            continue
+        later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and time_order(c, x) < 0]
+        if not later:
+            c.tier = TIER_BENIGN
+
+
+def _promote_episode_leads(cands: list[Candidate]) -> None:
+    # A statement printed just before a traceback ("ERROR: Unexpected bus error encountered in
+    # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
+    # in, first. When no signature knows that exception, the statement leads: it is earlier.
+    generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
+    for c in cands:
+        if c.signature is not None or c.tier != TIER_UNKNOWN:
+            continue
+        header = leads_into_traceback(c, generic)
+        if header is None:
+            continue
+        ending = first_after(
+            [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION], c.hit.file_index, header
+        )
+        if ending is None or ending.signature is None:
+            c.tier = TIER_INITIATING
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:
@@ -115,8 +139,9 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
     if not downstream:
         return
     for c in cands:
-        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN)
-        if unknown and any(_time_order(d, c) < 0 for d in downstream):
+        unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
+        # A scheduler's verdict explains the deaths around it; it is no consequence of them.
+        if unknown and "scheduler-verdict" not in c.shapes and any(time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
 
 
@@ -124,6 +149,21 @@ def _logged_and_handled(hit: Hit) -> bool:
     # An error a library logged at warning or info level and then worked around ("assuming every
     # input is mutated", "falling back to eager") did not stop the run.
     return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
+
+
+_SHAPE_TIER = {
+    ShapeKind.ERROR: TIER_UNKNOWN,
+    ShapeKind.DEGRADATION: TIER_DEGRADED,
+    ShapeKind.DEATH: TIER_DEATH,
+}
+
+
+def _shape_rank(hit: Hit) -> int:
+    # What a line states, best first: a Python exception, another error, a degradation, a death.
+    if hit.matcher.kind is Kind.EXCEPTION:
+        return 0
+    shape = hit.matcher.shape
+    return _SHAPE_TIER[shape.kind] if shape is not None else TIER_UNKNOWN
 
 
 def _line_rank(hit: Hit) -> tuple[int, int]:
@@ -163,7 +203,9 @@ def _move_to_assert(cand: Candidate) -> None:
 def _compare(a: Candidate, b: Candidate) -> int:
     if a.tier != b.tier:
         return -1 if a.tier < b.tier else 1
-    order = _time_order(a, b)
+    if a.tier == TIER_WRAPPER and a.death != b.death:
+        return -1 if a.death else 1  # the launcher's report of how a worker died beats its cleanup
+    order = time_order(a, b)
     if order:
         return order
     sa, sb = a.signature is not None, b.signature is not None
@@ -179,7 +221,8 @@ def _compare(a: Candidate, b: Candidate) -> int:
 SAME_MOMENT_S = 5.0
 
 
-def _time_order(a: Candidate, b: Candidate) -> int:
+def time_order(a: Candidate, b: Candidate) -> int:
+    """-1 when ``a`` was printed before ``b``, 1 after, 0 when nothing tells (rule 2)."""
     ha, hb = a.hit, b.hit
     by_time = _by_timestamps(ha.facts.time, hb.facts.time, same_file=ha.file_index == hb.file_index)
     if by_time:

@@ -8,6 +8,7 @@ from typing import Any
 from signatures.patterns import PatternProblem, check_pattern
 from signatures.spec import (
     CATEGORIES,
+    DETECTORS,
     ID_RE,
     RESTART_REASON_MAX,
     DecisionPath,
@@ -17,6 +18,7 @@ from signatures.spec import (
     Merge,
     MissingFact,
     NegativeSample,
+    Outcome,
     PositiveSample,
     Problem,
     Restart,
@@ -37,6 +39,7 @@ _TOP_FIELDS: dict[str, tuple[bool, str]] = {
     "severity": (True, "str"),
     "role": (True, "str"),
     "priority": (False, "int"),
+    "outcome": (False, "str"),
     "fingerprints": (True, "list"),
     "excludes": (False, "list"),
     "traceback_frames": (False, "strlist"),
@@ -68,7 +71,7 @@ _DECISION_FIELDS = {
     "follows_node",
     "disappears",
 }
-_MISSING_FIELDS = {"ask", "when", "unless_env"}
+_MISSING_FIELDS = {"ask", "when", "unless_env", "unless"}
 _FOLLOW_UP_FIELDS = {"question", "answer", "intent"}
 _POSITIVE_FIELDS = {"log", "line", "source", "diagnosis"}
 _NEGATIVE_FIELDS = {"log", "why"}
@@ -181,6 +184,12 @@ class SignatureReader:
             self.problem("priority", "must be an integer")
             priority = 0
 
+        try:
+            outcome = Outcome(doc.get("outcome", Outcome.FAILURE.value))
+        except ValueError:
+            self.problem("outcome", f"one of {', '.join(o.value for o in Outcome)}")
+            outcome = Outcome.FAILURE
+
         fingerprints = self._fingerprints(doc["fingerprints"], "fingerprints", required=True)
         excludes = self._fingerprints(doc.get("excludes", []), "excludes", required=False)
         frames = self._strlist(doc.get("traceback_frames", []), "traceback_frames")
@@ -215,6 +224,7 @@ class SignatureReader:
                 ask=self._str(m.get("ask"), f"missing_facts[{i}].ask"),
                 when=self._str(m.get("when"), f"missing_facts[{i}].when"),
                 unless_env=self._strlist(m.get("unless_env", []), f"missing_facts[{i}].unless_env"),
+                unless=self._detectors(m.get("unless", []), f"missing_facts[{i}].unless"),
             )
             for i, item in enumerate(self._list(doc["missing_facts"], "missing_facts"))
             if (m := self._map(item, f"missing_facts[{i}]", _MISSING_FIELDS, {"ask", "when"}))
@@ -270,6 +280,7 @@ class SignatureReader:
             severity=severity,
             role=role,
             priority=priority,
+            outcome=outcome,
             fingerprints=fingerprints,
             excludes=excludes,
             traceback_frames=frames,
@@ -312,6 +323,13 @@ class SignatureReader:
         if "\n" in reason.strip() or len(reason) > RESTART_REASON_MAX:
             self.problem("restart.reason", f"must be one line of at most {RESTART_REASON_MAX} characters")
         return Restart(cls, " ".join(reason.split()))
+
+    def _detectors(self, value: Any, where: str) -> tuple[str, ...]:
+        names = self._strlist(value, where)
+        for name in names:
+            if name not in DETECTORS:
+                self.problem(where, f"unknown detector {name!r}; one of {', '.join(sorted(DETECTORS))}")
+        return names
 
     def _list(self, value: Any, where: str, *, nonempty: bool = False) -> list[Any]:
         if not isinstance(value, list):

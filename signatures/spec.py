@@ -51,6 +51,13 @@ def default_restart(role: Role) -> Restart:
     )
 
 
+class Outcome(StrEnum):
+    """What the problem does to the run when it is all that went wrong."""
+
+    FAILURE = "failure"  # the run died or will die of it
+    DEGRADATION = "degradation"  # the run keeps going, losing speed, memory or correctness
+
+
 class Severity(StrEnum):
     CRITICAL = "critical"
     HIGH = "high"
@@ -131,13 +138,22 @@ class DecisionPath:
         ]
 
 
+# Facts the engine can find in the logs by itself (signatures/missing.py holds the detectors).
+DETECTORS = frozenset({"last_reason", "step", "xid", "traceback", "other_ranks", "all_ranks", "host"})
+
+
 @dataclass(frozen=True)
 class MissingFact:
-    """A fact to ask for, and when: ``unless_env`` skips it once those environment keys are known."""
+    """A fact to ask for, and when: skipped once the logs hold it.
+
+    ``unless_env`` names environment keys (torch, cuda, nccl, ...) and ``unless`` names detectors
+    (``DETECTORS``); the question is not asked when every one of them finds its fact.
+    """
 
     ask: str
     when: str
     unless_env: tuple[str, ...] = ()
+    unless: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +211,7 @@ class Signature:
     positive: tuple[PositiveSample, ...]
     negative: tuple[NegativeSample, ...]
     priority: int = 0
+    outcome: Outcome = Outcome.FAILURE
     excludes: tuple[Fingerprint, ...] = ()
     traceback_frames: tuple[str, ...] = ()
     merges: tuple[Merge, ...] = ()

@@ -24,6 +24,12 @@ CHAIN = re.compile(
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?::|$)"
 )
+# A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
+EXCEPTION_LINE = re.compile(
+    r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
+    r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
+)
 _WRAPPER_HEAD = re.compile(r"raised:\s*$|^\s*$")
 _ASSERT_SRC = re.compile(r"^\s+assert\b")
 

@@ -17,8 +17,18 @@ from tests.sigfactory import signature_doc, write_library
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "signatures" / "examples" / "llama-64gpu-triton.log"
-KEYS = {"status", "signature", "confidence", "initiating", "downstream", "root_causes", "fix",
-        "decision_path", "missing_facts", "environment"}
+KEYS = {
+    "status",
+    "signature",
+    "confidence",
+    "initiating",
+    "downstream",
+    "root_causes",
+    "fix",
+    "decision_path",
+    "missing_facts",
+    "environment",
+}
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -57,7 +67,10 @@ def test_human_output_names_what_where_and_what_to_do(capsys: pytest.CaptureFixt
 def test_stdin_is_read_with_a_dash() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bot.cli", "diagnose", "--json", "-"],
-        input=EXAMPLE.read_bytes(), capture_output=True, check=True, cwd=ROOT,
+        input=EXAMPLE.read_bytes(),
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
     )
     data = json.loads(proc.stdout)
     assert data["initiating"]["file"] == "<stdin>" and data["initiating"]["rank"] == 12

@@ -11,7 +11,8 @@ import pytest
 
 from signatures import Source, default_library
 from signatures.engine import find_all
-from tests.corpus.cases import MODES, allowed_ids, class_map, load_cases, run_case
+from tests.corpus import cases as cases_module
+from tests.corpus.cases import MODES, allowed_ids, batch_label_files, class_map, load_cases, run_case
 from tests.corpus.embed import embed, healthy_prefix
 
 CASES = load_cases()
@@ -63,3 +64,14 @@ def test_embedding_keeps_the_excerpt_lines_where_the_offset_says():
     assert case.line_no is not None and case.initiating_line is not None
     assert case.initiating_line.encode() in lines[embedded.offset + case.line_no - 1]
     assert embedded.offset >= 5000
+
+
+def test_a_batch_is_read_from_its_corpus_folder_or_from_first_sight(tmp_path, monkeypatch):
+    assert [p.parent.name for p in batch_label_files("extra3b")] == ["extra3b"]
+    batch = tmp_path / "b1"
+    batch.mkdir()
+    (batch / "labels-b1.yaml").write_text("[]\n", encoding="utf-8")
+    monkeypatch.setattr(cases_module, "FIRST_SIGHT", tmp_path)
+    assert batch_label_files("b1") == [batch / "labels-b1.yaml"]
+    with pytest.raises(FileNotFoundError):
+        batch_label_files("no-such-batch")

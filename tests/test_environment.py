@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from signatures import Source, diagnose
 
 COLLECT_ENV = """\
@@ -59,3 +61,24 @@ def test_collect_env_is_asked_for_when_versions_are_missing() -> None:
         ]
     )
     assert not any("collect_env" in fact for fact in with_env.missing_facts)
+
+
+@pytest.mark.parametrize(
+    ("line", "nodes"),
+    [
+        ("torchrun --standalone --nproc_per_node=2 train.py", "standalone"),
+        ("torchrun --nnodes=4 --nproc_per_node=8 train.py", "4"),
+        ("+ torchrun --nproc_per_node 1 example.py", "1"),  # torchrun's default is one node
+        ("node1:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0", "2"),
+        ("I1104 07:30:13.505040 139911 api.py:520]   group_world_size=2", "2"),
+    ],
+)
+def test_how_many_nodes_the_job_spans(line: str, nodes: str) -> None:
+    assert diagnose([Source.from_text("launch.txt", line + "\n")]).environment.get("nnodes") == nodes
+
+
+def test_evidence_only_facts_are_not_environment() -> None:
+    env = diagnose(
+        [Source.from_text("x.log", "W] last reason: 2/7: size mismatch\nstep 7 loss 1.0\n")]
+    ).environment
+    assert "last_reason" not in env and "step" not in env

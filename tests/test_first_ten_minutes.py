@@ -246,7 +246,7 @@ def test_piped_output_keeps_roles_apart_and_is_not_wrapped() -> None:
     assert "\x1b[" not in out  # no colour codes in a pipe
     followed = out.split("What followed", 1)[1].split("\n\n", 1)[0]
     groups = [line for line in followed.splitlines() if line.strip().startswith("•")]
-    assert groups and all(re.search(r"\((downstream|wrapper|benign|initiating)\b", g) for g in groups)
+    assert groups and all(re.search(r"\((downstream|wrapper|benign|initiating|unknown)\b", g) for g in groups)
     assert all(not re.search(r"[a-z] (downstream|wrapper)\b", g) for g in groups)
     fix = out.split("\nFix\n", 1)[1].split("\n\n", 1)[0]
     longest = max(len(line) for line in fix.splitlines())

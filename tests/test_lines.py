@@ -11,7 +11,7 @@ from signatures.lines import rank_from_name, time_key, unwrap
     ("line", "message", "rank"),
     [
         ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
-        ("[default7]:RuntimeError: boom", "RuntimeError: boom", 7),
+        ("[default7]:RuntimeError: boom", "RuntimeError: boom", None),  # a local rank, not a rank
         ("12: RuntimeError: boom", "RuntimeError: boom", 12),
         ("[1,5]<stderr>:RuntimeError: boom", "RuntimeError: boom", 5),
         (
@@ -85,7 +85,15 @@ def test_time_keys_order_within_a_kind() -> None:
 
 @pytest.mark.parametrize(
     ("name", "rank"),
-    [("rank12.log", 12), ("logs/train_rank_3.err", 3), ("node1.r7.out", 7), ("train.log", None)],
+    [
+        ("rank12.log", 12),
+        ("logs/train_rank_3.err", 3),
+        ("rank-03.out", 3),
+        ("node1.r7.out", None),  # "r7" could be a run, a replica or a retry
+        ("job_r2.log", None),
+        ("rank1-to-rank2.log", None),  # two ranks: ambiguous
+        ("train.log", None),
+    ],
 )
 def test_rank_from_file_name(name: str, rank: int | None) -> None:
     assert rank_from_name(name) == rank
@@ -104,3 +112,54 @@ def test_rank_from_file_name(name: str, rank: int | None) -> None:
 )
 def test_unwrap_keeps_the_logger_level(line: str, level: str | None) -> None:
     assert unwrap(line).level == level
+
+
+def test_a_launchers_per_node_index_is_a_local_rank_not_a_rank() -> None:
+    for line in (
+        "[default3]:RuntimeError: x",
+        "trainer/0 [3]:RuntimeError: x",
+        "failed (exitcode: 1) local_rank: 3",
+    ):
+        facts = unwrap(line)
+        assert facts.rank is None and facts.local_rank == 3
+
+
+def test_nccls_prefix_gives_host_and_pid() -> None:
+    facts = unwrap("gpu617:22841:22890 [0] bootstrap.cc:37 NCCL WARN Bootstrap : no socket interface found")
+    assert (facts.host, facts.pid, facts.rank) == ("gpu617", 22841, None)
+
+
+def test_a_rank_from_a_launchers_tag_is_told_from_one_in_the_words() -> None:
+    assert unwrap("[rank3]: RuntimeError: x").tagged
+    assert not unwrap("srun: error: node-1: task 3: Killed").tagged
+    assert unwrap("srun: error: node-1: task 3: Killed").rank == 3
+
+
+@pytest.mark.parametrize(
+    ("line", "host"),
+    [
+        ("mpirun noticed that process rank 1 with PID 12 on node gpu-17 exited on signal 9", "gpu-17"),
+        ("srun: error: nid01934: task 2: Killed", "nid01934"),
+        ("vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: x", None),
+    ],
+)
+def test_a_host_named_in_the_words(line: str, host: str | None) -> None:
+    assert unwrap(line).host == host
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "level"),
+    [
+        (
+            "E0000 00:00:1737920191.807767 1997283 cuda_dnn.cc:8310] Unable to register",
+            "Unable to register",
+            "E",
+        ),
+        ("2021-10-13 17:19:29.385716: E tensorflow/cuda_dnn.cc:362] Loaded runtime", "Loaded runtime", "E"),
+        ("`E external/xla/cuda_dnn.cc:447] Loaded runtime", "Loaded runtime", "E"),
+        ("vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: x", "ValueError: x", "E"),
+    ],
+)
+def test_more_log_heads_are_peeled(line: str, message: str, level: str) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.level) == (message, level)

@@ -7,7 +7,7 @@ import pytest
 
 from signatures import Role, Source, Status, diagnose
 from signatures.engine import default_library, find_all
-from signatures.spec import NegativeSample, PositiveSample, Signature
+from signatures.spec import NegativeSample, Outcome, PositiveSample, Signature
 
 try:
     LIBRARY = default_library()
@@ -44,8 +44,12 @@ def test_positive_sample_wins(sig: Signature, sample: PositiveSample) -> None:
     assert diagnosis.initiating is not None
     assert sample.line in diagnosis.initiating.text
     winner = LIBRARY.by_id[expected] if LIBRARY else sig
-    want = Status.CLEAN if winner.role is Role.BENIGN else Status.FAILURE
-    assert diagnosis.status is want
+    if winner.role is Role.BENIGN:
+        assert diagnosis.status is Status.CLEAN
+    elif winner.outcome is Outcome.DEGRADATION:  # a sample may show the run going on, or dying
+        assert diagnosis.status in (Status.DEGRADED, Status.FAILURE)
+    else:
+        assert diagnosis.status is Status.FAILURE
 
 
 @pytest.mark.parametrize(("sig", "sample"), NEGATIVE)

@@ -89,6 +89,10 @@ def _headline(d: Diagnosis) -> str:
         return f"🔴 {d.signature.title}"
     if d.status is Status.UNRECOGNIZED:
         return "🟠 Unrecognized failure"
+    if d.status is Status.DEGRADED:
+        return f"🟡 {d.headline}"
+    if d.status is Status.EMPTY:
+        return "⚪ Empty log"
     return "🟢 No failure found"
 
 
@@ -172,6 +176,11 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
                 "The first line that states an error is below."
             )
         )
+    elif d.status is Status.DEGRADED:
+        # Crash or not is the first thing on-call needs to know: say it in words.
+        blocks.append(bk.section(escape(d.summary)))
+    elif d.status is Status.EMPTY:
+        blocks.append(bk.section("The file holds no text lines: attach the log again."))
     else:
         files = len(d.files) or 1
         blocks.append(
@@ -189,7 +198,9 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
     ev = d.initiating
     long_evidence = more_context = False
     if ev is not None:
-        label = "*Initiating line*" if d.status is Status.FAILURE else "*First error line*"
+        label = {Status.FAILURE: "*Initiating line*", Status.DEGRADED: "*Where it degraded*"}.get(
+            d.status, "*First error line*"
+        )
         lines = _initiating_lines(ev, CONTEXT_BEFORE, CONTEXT_AFTER)
         section = bk.code_section(f"{label} — {where(ev)}", lines)
         # Cut to fit: the whole evidence goes into a file in the thread.
@@ -203,7 +214,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
         text = "*What followed downstream*\n" + _bullets(downstream_summary(d))
         blocks.append(bk.section(text))
 
-    if d.status is Status.FAILURE:
+    if d.status in (Status.FAILURE, Status.DEGRADED):
         if d.root_causes:
             blocks.append(bk.section("*Likely root causes*\n" + _bullets(escape(c) for c in d.root_causes)))
         if d.fix:

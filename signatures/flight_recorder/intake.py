@@ -84,4 +84,5 @@ def read_any(library: Library, name: str, file_index: int, chunks: Iterator[byte
     facts = {"flight_recorder": f"format {dump.version}"}
     if dump.comm_lib_version and dump.comm_lib_version[:1].isdigit():
         facts["nccl"] = dump.comm_lib_version
-    return DumpScan(name=name, file_index=file_index, bytes=len(data), facts=facts, dump=dump)
+    # A dump is input with content (it can clear a run), so the input as a whole is not empty.
+    return DumpScan(name=name, file_index=file_index, bytes=len(data), facts=facts, dump=dump, has_text=True)

@@ -1,0 +1,158 @@
+"""Which rank and host printed the initiating line, read from the log's own structure.
+
+In order, the first that answers wins (a rank in the content always beats the file's name):
+
+1. the line itself: a rank prefix (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: `) or a rank in the
+   message (`[Rank 3]`, `process rank 3 with PID`, `process 3 terminated with`, `task 3:`);
+2. the process: NCCL's `host:pid` mapped through the `comm 0x... rank N nranks M` line of the
+   same pid (the largest communicator), or the failure table's `(pid: P)`;
+3. the local rank (`[default3]:`, `local_rank: 3`) mapped through the failure table of the same
+   host, or taken as the rank when the job spans one node; never a rank by itself;
+4. mp.spawn's `-- Process N terminated with the following error:` above the line;
+5. the lines around it, when they all carry one and the same rank;
+6. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
+7. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
+
+The host comes from the line, else from whatever names the host of that rank or process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from signatures.hits import Hit, TextScan
+from signatures.lines import unwrap
+from signatures.structure import Sighting
+
+SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
+
+
+@dataclass
+class Roster:
+    """Who is who across all texts: pids, local ranks and hosts of ranks."""
+
+    by_pid: dict[tuple[str | None, int], tuple[int, int]] = field(default_factory=dict)  # -> (rank, size)
+    by_local: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    host_of: dict[int, str] = field(default_factory=dict)
+    first_failure: dict[int, Sighting] = field(default_factory=dict)  # file -> root-cause row
+    spawns: list[Sighting] = field(default_factory=list)
+    name_rank: dict[int, int | None] = field(default_factory=dict)
+    single_node: bool = False
+
+    def learn(self, s: Sighting) -> None:
+        if s.spawn:
+            self.spawns.append(s)
+            return
+        if s.rank is None:
+            return
+        if s.pid is not None:
+            size = s.nranks or 1 << 30  # the launcher's table counts the whole job
+            known = self.by_pid.get((s.host, s.pid))
+            if known is None or size > known[1]:
+                self.by_pid[(s.host, s.pid)] = (s.rank, size)
+        if s.local_rank is not None:
+            self.by_local.setdefault((s.host, s.local_rank), s.rank)
+        if s.host and (s.nranks is None or s.nranks >= max(self._sizes(), default=0)):
+            self.host_of.setdefault(s.rank, s.host)
+        if s.first_failure:
+            self.first_failure.setdefault(s.file_index, s)
+
+    def _sizes(self) -> list[int]:
+        return [size for _, size in self.by_pid.values() if size < 1 << 30]
+
+    def rank_of_pid(self, host: str | None, pid: int) -> int | None:
+        found = self.by_pid.get((host, pid)) or next(
+            (v for (h, p), v in self.by_pid.items() if p == pid and (host is None or h is None)), None
+        )
+        return found[0] if found else None
+
+    def rank_of_local(self, host: str | None, local: int) -> int | None:
+        if (host, local) in self.by_local:
+            return self.by_local[(host, local)]
+        hosts = {h for h, _ in self.by_local}
+        if host is None and len(hosts) == 1:  # one node's table: its local ranks are unambiguous
+            return self.by_local.get((next(iter(hosts)), local))
+        return local if self.single_node else None
+
+
+def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
+    """Everything the texts say about who is who."""
+    r = Roster(single_node=environment.get("nnodes") in ("1", "standalone"))
+    for scan in scans:
+        r.name_rank[scan.file_index] = scan.name_rank
+        for s in scan.sightings:
+            r.learn(s)
+        for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
+            if hit.rank is not None and (hit.facts.pid is not None or hit.host):
+                r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
+    return r
+
+
+@dataclass(frozen=True)
+class Attribution:
+    rank: int | None
+    host: str | None
+    how: str | None  # how the rank was found, when not from the line itself
+    local_rank: int | None = None
+
+
+def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
+    """The rank and host of the process that printed ``hit`` (moved to ``line``)."""
+    rank, how = _rank(hit, line, r)
+    host = hit.host or (r.host_of.get(rank) if rank is not None else None)
+    first = r.first_failure.get(hit.file_index)
+    if host is None and first is not None and first.rank == rank:
+        host = first.host
+    return Attribution(rank, host, how, hit.local_rank)
+
+
+def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
+    if hit.rank is not None:
+        return hit.rank, None
+    if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
+        return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
+    local = hit.local_rank
+    if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
+        where = "the job runs on one node" if r.single_node and (hit.host, local) not in r.by_local else None
+        return rank, f"local rank {local}" + (f": {where}" if where else " in the launcher's failure table")
+    spawn = max(
+        (s for s in r.spawns if s.file_index == hit.file_index and 0 < line - s.line <= SPAWN_REACH),
+        key=lambda s: s.line,
+        default=None,
+    )
+    if spawn is not None:
+        return spawn.rank, f"mp.spawn says the traceback below line {spawn.line} is process {spawn.rank}'s"
+    if (rank := nearby_rank(hit.before[-2:], hit.after[:3])) is not None:
+        return rank, "the lines around it are that rank's"
+    first = r.first_failure.get(hit.file_index)
+    if first is not None and (local is None or first.local_rank == local):
+        return first.rank, "the launcher's failure table names it the first failure"
+    name = r.name_rank.get(hit.file_index)
+    return (name, "the file's name") if name is not None else (None, None)
+
+
+def nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
+    """The rank of an untagged line, when the lines around it all carry one and the same rank.
+
+    A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
+    interleaved log, neighbours of several ranks make this return None. Only launcher tags count:
+    a neighbour that mentions a rank in its words (srun's "task 14: Exited") is another report.
+    """
+    below = {facts.rank for line in after if (facts := unwrap(line)).tagged}
+    above = {facts.rank for line in before if (facts := unwrap(line)).tagged}
+    # The lines below must be that rank re-printing it; lines above alone prove nothing.
+    if len(below) == 1 and above <= below:
+        return below.pop()
+    return None
+
+
+def rank_for_grouping(hit: Hit, r: Roster) -> int | None:
+    """A cheap rank for a downstream line: its own, its pid's, or its file's."""
+    if hit.rank is not None:
+        return hit.rank
+    if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
+        return rank
+    if hit.local_rank is not None and (rank := r.rank_of_local(hit.host, hit.local_rank)) is not None:
+        return rank
+    return r.name_rank.get(hit.file_index)

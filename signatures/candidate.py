@@ -1,0 +1,30 @@
+"""One line's best reading while the picking rules run: the hit, its signature, its tier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from signatures.hits import Hit
+from signatures.spec import Signature
+
+
+@dataclass
+class Candidate:
+    """One line's best reading: which signature (if any) names it, and how strongly."""
+
+    hit: Hit
+    signature: Signature | None
+    tier: int
+    via_frames: bool = False  # named by where its traceback ends, not by its text
+    line: int = 0  # the evidence line (an `assert` echo can move it up)
+    text: str = ""
+    death: bool = False  # the line also reports how a process died (exit code, signal)
+    shapes: frozenset[str] = frozenset()  # every generic shape the line has
+
+    @property
+    def role(self) -> str:
+        return self.signature.role.value if self.signature else "unknown"
+
+    @property
+    def priority(self) -> int:
+        return self.signature.priority if self.signature else -1000

@@ -1,0 +1,163 @@
+"""Training progress: the lines that show a run kept going, and what they say about an error.
+
+An error that a process logged and then trained on past is no failure (it was handled), and a
+degradation is a problem the run kept training with. Both are read from progress lines: step or
+iteration counters, loss values, rates, progress bars.
+
+Reading every progress line of a 1 GB log in Python would cost seconds, so each large chunk keeps
+only the progress lines among its last few lines: a sample of who was still training at that
+point. That is enough to tell whether a rank trained on after a line, which is all the engine
+asks; a small text (a pasted excerpt) is read whole.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from signatures.lines import unwrap
+
+PROGRESS = re.compile(
+    # a loss value, a rate, a progress bar, or a step/iteration/epoch counter ("step 10", "[3/50]")
+    rb"\bloss\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan\b|inf\b)"
+    rb"|[0-9](?:\.[0-9]+)?[ \t]?(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"
+    rb"|[0-9]+/[0-9]+ \[[0-9:]+<"
+    rb"|\b(?:global_step|step|iter(?:ation)?|epoch)\b[ \t]*[:=#]?[ \t]*\[?[0-9]+\]?(?:\[[0-9]+)?"
+    rb"(?:[ \t]*/[ \t]*[0-9]+)?\]?(?=[ \t,|\]:)]|$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# The step or iteration number a progress line names.
+STEP = re.compile(
+    r"\b(?:global[ _]step|step|iter(?:ation)?)\b[ \t]*[:=#]?[ \t]*\[?(\d+)(?![.\d])", re.IGNORECASE
+)
+# A progress count: "12/56 [" (a bar) or a step or iteration number.
+_BAR_COUNT = re.compile(r"(\d+)/\d+ \[")
+
+
+def count(text: str) -> int | None:
+    """How far a progress line says the run got (its bar's count or its step), or None."""
+    m = _BAR_COUNT.search(text) or STEP.search(text)
+    return int(m.group(1)) if m else None
+
+
+def step(text: str) -> int | None:
+    """The training step or iteration a progress line names, or None."""
+    m = STEP.search(text)
+    return int(m.group(1)) if m else None
+
+
+# A line that reports a problem is no sign of progress, whatever counter it carries.
+_TROUBLE = re.compile(
+    rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
+)
+WHOLE = 64 << 10  # a chunk up to this size is read whole for progress lines
+TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
+TAIL_LINES = 4  # ... and at most this many of them
+KEPT = 256  # progress lines a text keeps (the newest)
+AFTER_MIN = 2  # progress lines after an error that prove the process went on
+JOB_STEPS = 2  # steps the job must advance past an error to prove the job went on
+
+
+def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
+    """(line number, text) of progress lines in ``chunk``, whose last line is number ``last_line``.
+
+    A small chunk (a pasted excerpt, a short log) is read whole; of a large one only the last
+    TAIL_LINES lines are, so the cost per chunk stays a few microseconds whatever its size.
+    """
+    if len(chunk) <= WHOLE:
+        lines = chunk.split(b"\n")
+    else:
+        lines = chunk[chunk.rfind(b"\n", 0, len(chunk) - TAIL_BYTES) + 1 :].split(b"\n")[-TAIL_LINES - 1 :]
+    if lines and not lines[-1]:
+        lines.pop()  # the chunk ends with a newline
+    first = last_line - len(lines) + 1
+    return [
+        (first + i, line[:300].decode("utf-8", "replace"))
+        for i, line in enumerate(lines)
+        if PROGRESS.search(line) and not _TROUBLE.search(line)
+    ]
+
+
+@dataclass(frozen=True)
+class ProgressLine:
+    file_index: int
+    line: int
+    rank: int | None
+    text: str
+
+
+class Progress:
+    """The progress lines kept from every text, to ask whether a process went on after a line."""
+
+    def __init__(self, per_text: Iterable[tuple[int, Sequence[tuple[int, str]]]]) -> None:
+        self.lines: dict[int, list[ProgressLine]] = {}
+        for file_index, kept in per_text:
+            self.lines[file_index] = [ProgressLine(file_index, n, unwrap(t).rank, t) for n, t in kept]
+
+    def went_on(self, file_index: int, line: int, rank: int | None) -> bool:
+        """Whether training went on after ``line``: the process that printed it, or the whole job.
+
+        The process went on when its own progress lines continue past the line (with a rank, that
+        rank's; without one, any, when no progress line carries a rank). The job went on when the
+        step counter of any rank moved JOB_STEPS or more past the line: data-parallel ranks wait
+        for each other every step, so no rank gets that far while another is dead.
+        """
+        before, after = self.around(file_index, line, rank)
+        if len(after) >= AFTER_MIN:
+            # A progress bar redrawn as the process exits repeats its last count: only a count
+            # beyond the last one before the line shows training went on.
+            reached = max((n for p in before if (n := count(p.text)) is not None), default=None)
+            later = [n for p in after if (n := count(p.text)) is not None]
+            if reached is None or not later or max(later) > reached:
+                return True
+        every = self.lines.get(file_index, [])
+        steps_before = [n for p in every if p.line < line and (n := step(p.text)) is not None]
+        steps_after = [n for p in every if p.line > line and (n := step(p.text)) is not None]
+        return bool(steps_before and steps_after) and max(steps_after) >= max(steps_before) + JOB_STEPS
+
+    def around(
+        self, file_index: int, line: int, rank: int | None
+    ) -> tuple[list[ProgressLine], list[ProgressLine]]:
+        """The progress lines of the process that printed ``line``: before it, and after it."""
+        own = self.lines.get(file_index, [])
+        if rank is not None:
+            own = [p for p in own if p.rank == rank]
+        elif any(p.rank is not None for p in own):
+            return [], []
+        return [p for p in own if p.line < line], [p for p in own if p.line > line]
+
+
+_NUMBER = r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+_UNIT = r"it/s|s/it|samples/s|tokens/s|tok/s|sec/step|s/step|ms/step|ms/it"
+_RATE = re.compile(
+    rf"(?P<v>{_NUMBER}) ?(?P<u>{_UNIT})\b"  # 1.2it/s, 0.138 sec/step
+    rf"|\b(?P<u2>{_UNIT})[ \t:=]+(?P<v2>{_NUMBER})"  # tokens/s 1.2e+06
+    rf"|elapsed time per iteration \(ms\): (?P<ms>{_NUMBER})"  # Megatron
+)
+_SLOW_UNITS = ("s/it", "sec/step", "s/step", "ms/step", "ms/it")
+
+
+def speed(text: str) -> float | None:
+    """Work per second a progress line reports (iterations, samples or tokens), or None."""
+    m = _RATE.search(text)
+    if m is None:
+        return None
+    if m.group("ms"):
+        value = float(m.group("ms"))
+        return 1000.0 / value if value else None
+    value, unit = float(m.group("v") or m.group("v2")), m.group("u") or m.group("u2")
+    if unit in _SLOW_UNITS:
+        seconds = value / 1000.0 if unit.startswith("ms") else value
+        return 1.0 / seconds if seconds else None
+    return value
+
+
+def slowdown(before: Sequence[ProgressLine], after: Sequence[ProgressLine]) -> float | None:
+    """How many times slower the lines after run than the lines before, or None when unknown."""
+    ahead = [v for p in before[-8:] if (v := speed(p.text)) is not None]
+    behind = [v for p in after[:8] if (v := speed(p.text)) is not None]
+    if not ahead or not behind:
+        return None
+    return statistics.median(ahead) / statistics.median(behind) if statistics.median(behind) else None

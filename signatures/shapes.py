@@ -1,0 +1,330 @@
+"""What a failure looks like when no signature knows its wording: the generic failure layer.
+
+Each shape is a scan pattern built on rare literals (it runs in the same multi-pattern scan as
+every fingerprint, so a chunk without any costs nothing more), the literals themselves (which
+locate its lines with ``bytes.find`` in a chunk the scan flagged, microseconds where a regex over
+the chunk would take milliseconds) and a per-line check that only runs on the few lines found.
+Three kinds:
+
+- an *error statement*: a line in which a process states that something failed (the exception
+  line of a Python traceback is read by ``tracebacks.py``; these are the others);
+- a *degradation*: a line that shows the run going on worse (a limit hit, a non-finite loss);
+- a *process death*: a line that reports that a process died (signal, non-zero exit code).
+
+A line that states a failure by its shape is named with status ``unrecognized`` when no
+initiating signature names a line; the same noise model (roles, time, handled errors, echoes)
+applies to it as to a known signature.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from signatures.lines import LineFacts
+
+
+class ShapeKind(StrEnum):
+    ERROR = "error"  # a process states that something failed
+    DEGRADATION = "degradation"  # the run goes on, but slower or computing garbage
+    DEATH = "death"  # a process died (signal, exit code, killed)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One generic failure shape: how to find its lines, and the check of a line."""
+
+    name: str
+    kind: ShapeKind
+    label: str  # what the shape is, in words, for the "why" of a diagnosis
+    needles: tuple[bytes, ...]  # one of these is in every line of the shape
+    verify: re.Pattern[str]  # searched in the unwrapped message
+    pattern: str | None = None  # what a found line must match; None: a needle is enough
+    ignore_case: bool = False  # of ``pattern``
+
+    @property
+    def scan(self) -> str:
+        """The line check: ``pattern``, or the needles as one alternation."""
+        return self.pattern or "|".join(re.escape(n.decode("ascii")) for n in self.needles)
+
+
+# Levels of a log record that never state a failure of their own, and those that do.
+QUIET_LEVELS = ("I", "D", "W")
+ERROR_LEVELS = ("E", "F", "C")
+
+_LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
+# glog heads: E0612 12:00:00 (c10's own: E612), [E file.cc:12], TensorFlow's "E tensorflow/..."
+_GLOG_HEADS = (
+    *(f"{level}{digit}".encode() for level in "EF" for digit in range(10)),
+    b"[E ",
+    b"[F ",
+    b": E ",
+    b": F ",
+    b"E tensorflow",
+    b"E external",
+)
+# "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |"),
+# never "nan_count" or "info".
+_NON_FINITE = tuple(
+    lead + word
+    for word in (b"nan", b"NaN", b"NAN", b"inf", b"Inf")
+    for lead in (b": ", b":", b"=", b"= ", b"(", b"'", b'"', b"ss ", b"rm ")
+)
+
+
+def _cased(*words: str) -> tuple[bytes, ...]:
+    # The literal as written, capitalised and upper-cased ("exit code", "Exit code", "EXIT CODE").
+    return tuple(dict.fromkeys(v.encode() for w in words for v in (w, w.capitalize(), w.upper())))
+
+
+SHAPES: tuple[Shape, ...] = (
+    Shape(
+        "cpp-exception",
+        ShapeKind.ERROR,
+        "a C++ exception that ended the process",
+        (b"terminate called", b"what(): ", b"Fatal Python error"),
+        re.compile(
+            r"^(?:terminate called (?:after throwing|without an active exception|recursively)"
+            r"|[ \t]*what\(\): +[^ \t]|Fatal Python error: )"
+        ),
+    ),
+    Shape(
+        "failed-assertion",
+        ShapeKind.ERROR,
+        "a failed C/CUDA assertion",
+        (b"Assertion ", b"Check failed: "),
+        re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] )Check failed: "),
+        pattern=(r"Assertion [`'][^\n]*['`] failed|Check failed: "),
+    ),
+    Shape(
+        "logged-error",
+        ShapeKind.ERROR,
+        "a log record at ERROR level or above",
+        (b"ERROR", b"CRITICAL", b"FATAL", *_GLOG_HEADS),
+        # The level comes from the record's head (glog, logging, vLLM ...) or leads the message:
+        re.compile(
+            rf"^[^\w\n]{{0,4}}{_LEVEL}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
+            rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
+            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
+        ),
+        pattern=(
+            r"ERROR|CRITICAL|FATAL|[EF][0-9]{3,4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"
+            r"|(?:^|: |`)[EF] [\w./-]+:[0-9]+\]"
+        ),
+    ),
+    Shape(
+        "tool-error",
+        ShapeKind.ERROR,
+        "a program's or compiler's own error line",
+        (b"error: ", b" fatal "),
+        re.compile(
+            # slurmstepd: error: ..., main.c:4:10: fatal error: ...
+            r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"
+            r"|^error: \S"  # setuptools, cargo
+            r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
+        ),
+        pattern=(r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: "),
+    ),
+    Shape(
+        "status-code",
+        ShapeKind.ERROR,
+        "a framework status code",
+        (
+            *(f"{code}: ".encode() for code in ("RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE")),
+            *(f"{code}: ".encode() for code in ("DEADLINE_EXCEEDED", "FAILED_PRECONDITION", "DATA_LOSS")),
+            b"CUDA_ERROR_",
+            b"_STATUS_",
+            b"CUDA error: ",
+            b"uda failure ",
+            b"cuda runtime error (",
+            *(f"nccl{code}".encode() for code in ("Unhandled", "System", "Internal", "Invalid", "Remote")),
+            b"error=",
+        ),
+        re.compile(
+            r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+            r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
+            r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
+            r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
+        ),
+        pattern=(
+            r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+            r"|CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \(|error=-?[1-9]"
+            r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
+        ),
+    ),
+    Shape(
+        "scheduler-verdict",
+        ShapeKind.ERROR,
+        "a scheduler's verdict on the job",
+        (
+            b"CANCELLED AT ",
+            b"DUE TO ",
+            b"oom-kill",
+            b"oom_kill",
+            b"OUT_OF_MEMORY",
+            b"NODE_FAIL",
+            b"TERM_",
+            b"Evicted",
+            b"OOMKill",
+            b"DeadlineExceeded",
+            b"BackoffLimitExceeded",
+        ),
+        re.compile(
+            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT |DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAIL)"
+            r"|oom[-_]kill event|\bOUT_OF_MEMORY\b|\bNODE_FAIL\b|^TERM_[A-Z_]+: "
+            r"|(?:^|\bWarning +|[Rr]eason:? +)"
+            r"(?:Evicted|OOMKilled|OOMKilling|DeadlineExceeded|BackoffLimitExceeded)\b"
+        ),
+        pattern=(
+            r"CANCELLED AT |DUE TO |oom[-_]kill|OUT_OF_MEMORY|NODE_FAIL|^TERM_[A-Z_]+: "
+            r"|Evicted|OOMKill|DeadlineExceeded|BackoffLimitExceeded"
+        ),
+    ),
+    Shape(
+        "nccl-warning",
+        ShapeKind.ERROR,
+        "an NCCL warning that reports a failed call",
+        (b"NCCL WARN ",),
+        re.compile(r"NCCL WARN "),
+    ),
+    Shape(
+        "reported-exception",
+        ShapeKind.ERROR,
+        "an exception a framework or test runner reported",
+        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('"),
+        re.compile(
+            r"<class '[\w.]+(?:Error|Exception)'>"
+            r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
+        ),
+        pattern=(r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"),
+    ),
+    Shape(
+        "os-error",
+        ShapeKind.ERROR,
+        "a failed system call (errno)",
+        (b"errno", b"Errno"),
+        re.compile(r"\(errno:? [1-9]\d*|\[Errno [1-9]\d*\]|\berrno[= ][1-9]\d*"),
+        pattern=(r"\(errno:? [1-9]|\[Errno [1-9]|errno[= ][1-9]"),
+    ),
+    Shape(
+        "non-finite-metric",
+        ShapeKind.DEGRADATION,
+        "a loss or gradient norm that is no longer finite",
+        _NON_FINITE,
+        re.compile(
+            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)"
+            r"['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+            re.IGNORECASE,
+        ),
+        pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b"),
+    ),
+    Shape(
+        "limit-hit",
+        ShapeKind.DEGRADATION,
+        "a configured limit that was hit",
+        (b"limit",),
+        re.compile(r"\bhit (?:config\.)?\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
+        pattern=(r"hit (?:config\.)?[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
+    ),
+    Shape(
+        "signal-death",
+        ShapeKind.DEATH,
+        "a process killed by a signal",
+        (
+            b"Segmentation fault",
+            b"core dumped",
+            b"Bus error",
+            b"Illegal instruction",
+            b"Floating point exception",
+            b"Aborted",
+            b"Killed",
+            b"signal",
+            b"Signal ",
+            *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
+        ),
+        re.compile(
+            r"Segmentation fault|core dumped"
+            r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)(?:[ \t(:.]|$)"
+            r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
+            r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
+            r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
+        ),
+        pattern=(
+            r"Segmentation fault|core dumped"
+            r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)"
+            r"|[0-9] +(?:Killed|Aborted|Segmentation fault|Bus error) "
+            r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
+            r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
+        ),
+    ),
+    Shape(
+        "exit-code",
+        ShapeKind.DEATH,
+        "a process that exited with a non-zero code",
+        (
+            *_cased("exit code", "exit status", "exitcode", "exit_code", "return code", "returncode"),
+            *_cased("return status", "terminated with"),
+        ),
+        re.compile(
+            r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
+            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)",
+            re.IGNORECASE,
+        ),
+        pattern=(
+            r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]"
+            r"|exitcode: -?[1-9]|terminated with (?:exit code|signal)"
+        ),
+        ignore_case=True,
+    ),
+)
+
+
+# NCCL prints a failed call's return code as it unwinds: "NCCL INFO transport/net.cc:1008 -> 6".
+NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
+_NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.-]*:\d+):\d+ \[\d+\] ")
+_NCCL_FAILURE_WORDS = re.compile(
+    r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch\w*"
+    r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized)|no \w+ (?:found|available))\b",
+    re.IGNORECASE,
+)
+# Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
+PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
+# A line that says in itself that the error was worked around.
+_SELF_RECOVERY = re.compile(r"\binstead\.?[ \t]*$|\b(?:falling back|will retry|retrying)\b", re.IGNORECASE)
+
+
+def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
+    """An NCCL WARN line reports a failed call: its return code unwinds below it, or it says so.
+
+    The next line of the same process decides: `file.cc:N -> code` is the failure unwinding, any
+    other INFO line means NCCL carried on (a fallback it announced as a warning).
+    """
+    own = _NCCL_PROCESS.search(raw)
+    for line in after[:3]:
+        if own is None or own.group(1) + ":" in line:
+            if NCCL_UNWIND.search(line):
+                return True
+            if "NCCL INFO" in line:
+                return False
+    return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
+
+
+def shape_holds(
+    shape: Shape, raw: str, facts: LineFacts, matched: bool, after: Callable[[], Sequence[str]]
+) -> bool:
+    """Whether a line the scan found really has ``shape``; ``matched``: its verify regex matched."""
+    if PY_WARNING.match(facts.message) or _SELF_RECOVERY.search(facts.message):
+        return False
+    if shape.name == "logged-error":
+        return matched or facts.level in ERROR_LEVELS
+    # A degradation is logged as a warning or as progress; a framework may report an exception
+    # at any level (TensorFlow's coordinator logs it as INFO).
+    if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
+        return matched
+    if not matched or facts.level in QUIET_LEVELS:
+        return False
+    if shape.name == "nccl-warning":
+        return nccl_warning_failed(raw, facts.message, after())
+    return True

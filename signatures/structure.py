@@ -1,0 +1,125 @@
+"""Lines that tell who is who: the launcher's failure table, NCCL's communicator lines, mp.spawn.
+
+A failing line often carries no rank of its own, but the log names it elsewhere: torchrun's
+failure table says which rank failed first, on which host, with which local rank and pid;
+NCCL's ``host:pid:tid`` prefix becomes a rank through the ``comm 0x... rank N nranks M`` line of
+the same process; mp.spawn says whose traceback follows. Each such line is a scan pattern like a
+fingerprint; reading it yields a ``Sighting``, and ``attribution.py`` puts the sightings together.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from signatures.lines import LineFacts, unwrap
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one line says about a process: its rank, local rank, host, pid."""
+
+    file_index: int
+    line: int
+    rank: int | None = None
+    local_rank: int | None = None
+    host: str | None = None
+    pid: int | None = None
+    nranks: int | None = None  # the size of the NCCL communicator ``rank`` is counted in
+    first_failure: bool = False  # the launcher's "Root Cause (first observed failure)" row
+    spawn: bool = False  # mp.spawn: the traceback below this line is this rank's
+    time: str | None = None
+
+
+Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str]]], Sighting | None]
+
+
+@dataclass(frozen=True)
+class StructurePattern:
+    name: str
+    needles: tuple[bytes, ...]  # one of these literals is in every such line (see shapes.Shape)
+    verify: re.Pattern[str]
+    read: Reader
+
+    @property
+    def scan(self) -> str:
+        return "|".join(re.escape(n.decode("ascii")) for n in self.needles)
+
+
+_TABLE_ROW = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
+_TABLE_FIELD = re.compile(r"^\s*(?P<key>host|time|exitcode)\s*: (?P<value>.+?)\s*$")
+_TABLE_PID = re.compile(r"\(pid: (?P<pid>\d+)\)")
+_TABLE_ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
+
+
+def _read_table_row(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """torchrun's failure table: `rank : 12 (local_rank: 4)` with host, time and pid around it."""
+    m = _TABLE_ROW.match(facts.message)
+    if m is None:
+        return None
+    fields: dict[str, str] = {}
+    first = False
+    for raw in reversed(before[-8:]):
+        message = unwrap(raw).message
+        if (f := _TABLE_FIELD.match(message)) is not None:
+            fields.setdefault(f.group("key"), f.group("value"))
+        elif _TABLE_ENTRY.match(message):
+            continue
+        else:
+            first = message.strip().startswith("Root Cause")
+            break
+    for raw in after()[:2]:
+        if (f := _TABLE_FIELD.match(unwrap(raw).message)) is not None:
+            fields.setdefault(f.group("key"), f.group("value"))
+    pid = _TABLE_PID.search(fields.get("exitcode", ""))
+    return Sighting(
+        file_index,
+        line,
+        rank=int(m.group("rank")),
+        local_rank=int(m.group("local")),
+        host=fields.get("host"),
+        pid=int(pid.group("pid")) if pid else None,
+        first_failure=first,
+        time=fields.get("time"),
+    )
+
+
+_COMM = re.compile(r"NCCL INFO (?:comm 0x[0-9a-f]+ )?rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)")
+
+
+def _read_comm(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """NCCL's communicator line: the process behind ``host:pid`` is ``rank`` of ``nranks``."""
+    m = _COMM.search(facts.message)
+    if m is None or facts.pid is None:
+        return None
+    return Sighting(
+        file_index,
+        line,
+        rank=int(m.group("rank")),
+        host=facts.host,
+        pid=facts.pid,
+        nranks=int(m.group("nranks")),
+    )
+
+
+_SPAWN = re.compile(r"-- Process (?P<index>\d+) terminated with the following error:")
+
+
+def _read_spawn(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """mp.spawn's header: the traceback that follows is process ``index``'s (its rank)."""
+    m = _SPAWN.search(facts.message)
+    return Sighting(file_index, line, rank=int(m.group("index")), spawn=True) if m else None
+
+
+STRUCTURE: tuple[StructurePattern, ...] = (
+    StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
+    StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
+    StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
+)

@@ -1,0 +1,130 @@
+"""Which rank and host printed the initiating line, from the log's structure
+(signatures/attribution.py, structure.py, lines.py). One test per rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Diagnosis, Source, diagnose
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+BOOM = "RuntimeError: kernel-fault happened"
+
+TABLE = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2024-05-01_10:00:09
+  host      : gpu-node-02
+  rank      : 13 (local_rank: 5)
+  exitcode  : 1 (pid: 4242)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_10:00:07
+  host      : gpu-node-01
+  rank      : 12 (local_rank: 4)
+  exitcode  : 1 (pid: 4141)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+
+
+def run(library: Library, *texts: str, names: list[str] | None = None) -> Diagnosis:
+    names = names or [f"log{i}.txt" for i in range(len(texts))]
+    return diagnose([Source.from_text(n, t) for n, t in zip(names, texts, strict=True)], library=library)
+
+
+def where(d: Diagnosis) -> tuple[int | None, str | None]:
+    assert d.initiating is not None
+    return d.initiating.rank, d.initiating.host
+
+
+def test_the_launchers_failure_table_names_the_rank_and_host_of_an_untagged_line(library: Library) -> None:
+    d = run(library, f"{BOOM}\n{TABLE}")
+    assert where(d) == (12, "gpu-node-01")  # the root cause, not the other failure
+    assert any("failure table" in w for w in d.why)
+
+
+def test_a_local_rank_is_never_reported_as_a_rank(library: Library) -> None:
+    d = run(library, f"[default3]:{BOOM}\n")
+    assert where(d) == (None, None)
+    assert any("local rank 3" in w for w in d.why)
+
+
+def test_a_local_rank_maps_through_the_failure_table_of_its_node(library: Library) -> None:
+    assert where(run(library, f"[default4]:{BOOM}\n{TABLE}"))[0] == 12
+
+
+def test_a_local_rank_is_the_rank_when_the_job_runs_on_one_node(library: Library) -> None:
+    log = f"+ torchrun --nproc_per_node 8 train.py\n[default3]:{BOOM}\n"
+    assert where(run(library, log))[0] == 3
+    two_nodes = f"+ torchrun --nnodes 2 --nproc_per_node 8 train.py\n[default3]:{BOOM}\n"
+    assert where(run(library, two_nodes))[0] is None
+
+
+def test_nccls_pid_maps_to_a_rank_through_its_communicator_line(library: Library) -> None:
+    log = (
+        "node7:4567:4567 [1] NCCL INFO comm 0x55d4 rank 1 nranks 8 cudaDev 1 busId 1b000 - Init COMPLETE\n"
+        "node7:4567:4567 [1] NCCL INFO comm 0x77aa rank 0 nranks 2 cudaDev 1 busId 1b000 - Init COMPLETE\n"
+        f"node7:4567:4590 [1] NCCL WARN {BOOM}\n"
+    )
+    assert where(run(library, log)) == (1, "node7")  # the rank in the whole job, not in a subgroup
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        (f"[PG 0 (default_pg) Rank 5] {BOOM}", 5),
+        (f"mpirun noticed that process rank 7 with PID 0 on node n3 exited: {BOOM}", 7),
+        (f"torch.multiprocessing.spawn.ProcessRaisedException: process 2 terminated with {BOOM}", 2),
+        (f"AssertionError: Rank 3: {BOOM}", 3),
+        (f"what():  NCCL failure in all_reduce.cu at line: 86 rank: 6 {BOOM}", 6),
+        (f"[1,9]<stderr>:{BOOM}", 9),
+    ],
+)
+def test_a_rank_inside_the_message_or_a_launcher_tag_names_it(library: Library, line: str, rank: int) -> None:
+    assert where(run(library, line + "\n"))[0] == rank
+
+
+def test_mp_spawn_says_whose_traceback_follows(library: Library) -> None:
+    log = (
+        "-- Process 3 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 10, in worker\n'
+        f"{BOOM}\n"
+    )
+    assert where(run(library, log))[0] == 3
+
+
+def test_a_host_named_in_the_message_is_the_host(library: Library) -> None:
+    d = run(library, f"mpirun noticed that process rank 7 with PID 0 on node gpu-17 exited: {BOOM}\n")
+    assert where(d) == (7, "gpu-17")
+
+
+def test_a_neighbour_mentioning_a_task_in_its_words_gives_no_rank(library: Library) -> None:
+    log = f"{BOOM}\nsrun: error: node-3: task 14: Exited with exit code 1\n"
+    assert where(run(library, log))[0] is None
+
+
+def test_the_file_name_gives_a_rank_only_when_unambiguous(library: Library) -> None:
+    assert where(run(library, f"{BOOM}\n", names=["logs/rank-03.out"]))[0] == 3
+    assert where(run(library, f"{BOOM}\n", names=["logs/job_r2.log"]))[0] is None
+
+
+def test_a_rank_in_the_content_beats_the_file_name(library: Library) -> None:
+    assert where(run(library, f"[rank5]: {BOOM}\n", names=["rank3.log"]))[0] == 5
+    log = f"-- Process 6 terminated with the following error:\n{BOOM}\n"
+    assert where(run(library, log, names=["rank3.log"]))[0] == 6
