@@ -16,7 +16,13 @@ from signatures import Diagnosis, Status
 from signatures.diagnosis import DownstreamGroup
 from signatures.display import human_time, rank_list
 
-COLOURS = {"failure": "red", "unrecognized": "yellow", "degraded": "magenta", "clean": "green", "empty": "white"}
+COLOURS = {
+    "failure": "red",
+    "unrecognized": "yellow",
+    "degraded": "magenta",
+    "clean": "green",
+    "empty": "white",
+}
 
 
 def console_for_output() -> Console:
