@@ -97,6 +97,7 @@ class Diagnosis:
     lines_read: int = 0
     bytes_read: int = 0
     advice: Advice | None = None  # what to do with the job next; None when nothing ended it
+    skipped: tuple[str, ...] = ()  # inputs left out, "name: why", so no log is dropped unsaid
 
     @property
     def headline(self) -> str:
@@ -133,6 +134,7 @@ class Diagnosis:
             "lines_read": self.lines_read,
             "bytes_read": self.bytes_read,
             "advice": self.advice.to_dict() if self.advice else None,
+            "skipped": list(self.skipped),
         }
 
     @classmethod
@@ -170,6 +172,7 @@ class Diagnosis:
             lines_read=int(data.get("lines_read", 0)),
             bytes_read=int(data.get("bytes_read", 0)),
             advice=Advice.from_dict(data["advice"]) if data.get("advice") else None,  # older: none
+            skipped=tuple(str(x) for x in data.get("skipped") or ()),
         )
 
 

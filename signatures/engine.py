@@ -27,6 +27,7 @@ from signatures.outcome import RunOutcome, judge
 from signatures.progress import STEP, Progress
 from signatures.ranking import TIER_BENIGN, TIER_WRAPPER, Candidate, candidates, ordered
 from signatures.redact import redact
+from signatures.skipping import Skips, read_each
 from signatures.sources import DEFAULT_LIMITS, Budget, Limits, Source, as_source, open_texts
 
 __all__ = ["DEFAULT_LIMITS", "Finding", "Limits", "default_library", "diagnose", "find_all", "scan_sources"]
@@ -44,8 +45,10 @@ def scan_sources(
     library: Library | None = None,
     limits: Limits | None = None,
     processes: int = 1,
+    skips: Skips | None = None,
 ) -> list[TextScan]:
-    """Read every text of every source; raise InputError on the first unreadable one.
+    """Read every text of every source; raise InputError on the first unreadable one, or with
+    ``skips``, note it there and read the rest.
 
     With ``processes`` > 1 and several files on disk, files are read in a process pool (one file
     per task, as one log per rank is common); results are merged in the order given.
@@ -56,11 +59,11 @@ def scan_sources(
     from signatures import parallel
 
     if parallel.worth_a_pool(items, processes):
-        per_source = parallel.scan_files(items, library, limits, processes)
+        per_source = parallel.scan_files(items, library, limits, processes, skips)
     else:
         budget = Budget(limits)
         per_source = [
-            [read_any(library, name, 0, chunks) for name, chunks in open_texts(src, limits, budget)]
+            read_each(open_texts(src, limits, budget), lambda n, c: read_any(library, n, 0, c), skips)
             for src in items
         ]
     scans = [scan for group in per_source for scan in group]
@@ -81,8 +84,12 @@ def diagnose(
 ) -> Diagnosis:
     """Name the initiating failure across ``sources`` (one diagnosis for all of them)."""
     library = library or default_library()
-    scans = scan_sources(sources, library=library, limits=limits, processes=processes)
-    return assemble(scans, library)
+    skips = Skips()
+    scans = scan_sources(sources, library=library, limits=limits, processes=processes, skips=skips)
+    if not scans and skips.first is not None:
+        raise skips.first  # nothing could be read: the input error is the answer
+    diagnosis = assemble(scans, library)
+    return replace(diagnosis, skipped=tuple(skips.notes)) if skips.notes else diagnosis
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
+from signatures.errors import InputError
 from signatures.flight_recorder import read_any
 from signatures.hits import BEFORE_LINES, TextScan, read_text
 from signatures.library import Library
 from signatures.progress import KEPT as PROGRESS_KEPT
+from signatures.skipping import Skips, read_each
 from signatures.sources import (
     GZIP_MAGIC,
     READ_SIZE,
@@ -50,7 +52,7 @@ def worth_a_pool(sources: list[Source], processes: int) -> bool:
 
 
 def scan_files(
-    sources: list[Source], library: Library, limits: Limits, processes: int
+    sources: list[Source], library: Library, limits: Limits, processes: int, skips: Skips | None = None
 ) -> list[list[TextScan]]:
     """Scan ``sources`` in a pool; results come back in the order of ``sources``."""
     # Imported here: the pool machinery costs start-up time that small inputs never need.
@@ -67,8 +69,23 @@ def scan_files(
         root = str(library.root) if library.root else None
         pool = ProcessPoolExecutor(max_workers=processes, initializer=_init, initargs=(root, library.backend))
     with pool:
-        futures = [(task, pool.submit(_run, sources[task.source_index], task, limits)) for task in tasks]
-        done = [(task, future.result()) for task, future in futures]
+        futures = [
+            (task, pool.submit(_run, sources[task.source_index], task, limits, skips is not None))
+            for task in tasks
+        ]
+        done = []
+        for task, future in futures:
+            try:
+                scans, notes = future.result()
+            except InputError as exc:
+                if skips is None:
+                    raise
+                skips.add(exc)
+                scans, notes = [], []
+            if skips is not None:
+                for note in notes:
+                    skips.add(InputError(note))
+            done.append((task, scans))
     out: list[list[TextScan]] = []
     for index in range(len(sources)):
         parts = [scans for t, scans in sorted(done, key=lambda d: d[0].part) if t.source_index == index]
@@ -95,17 +112,19 @@ def _init(root: str | None, backend: str | None) -> None:
     _worker_library = Library.load(Path(root) if root else None, backend=backend)
 
 
-def _run(source: Source, task: Task, limits: Limits) -> list[TextScan]:
+def _run(source: Source, task: Task, limits: Limits, skipping: bool) -> tuple[list[TextScan], list[str]]:
     library = _worker_library
     assert library is not None
+    skips = Skips() if skipping else None
     if task.parts == 1:
         budget = Budget(limits)
-        scans = [read_any(library, name, 0, chunks) for name, chunks in open_texts(source, limits, budget)]
+        texts = open_texts(source, limits, budget)
+        scans = read_each(texts, lambda n, c: read_any(library, n, 0, c), skips)
     else:
         scans = [_scan_range(library, source, task, limits)]
     for scan in scans:
         scan.detach()
-    return scans
+    return scans, skips.notes if skips else []
 
 
 def _scan_range(library: Library, source: Source, task: Task, limits: Limits) -> TextScan:

@@ -16,6 +16,7 @@ import time
 import tomllib
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,38 @@ def test_the_distribution_has_its_own_name_and_the_command_stays_denpex() -> Non
     assert project["name"] != "denpex"
     assert project["scripts"] == {"denpex": "bot.cli.main:main"}
     assert isinstance(project["license"], str)  # an SPDX expression, not the deprecated table
+
+
+# -- 3. one unreadable input among many ---------------------------------------------------
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 64
+
+
+def test_a_binary_member_of_a_zip_is_skipped_with_a_note_and_the_rest_diagnosed(tmp_path: Path) -> None:
+    bundle = tmp_path / "outputs.zip"
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("loss.png", PNG)
+        zf.writestr("train.log", EXAMPLE.read_bytes())
+    done = denpex("diagnose", "--json", str(bundle))
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["initiating"]["rank"] == 12
+    [note] = data["skipped"]
+    assert "loss.png" in note and "binary" in note
+    assert f"denpex: skipped {note}" in done.stderr
+
+
+def test_a_binary_among_rank_files_is_skipped_and_only_nothing_readable_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_bytes(EXAMPLE.read_bytes())
+    (tmp_path / "rank1.bin").write_bytes(PNG)
+    done = denpex("diagnose", str(tmp_path / "rank0.log"), str(tmp_path / "rank1.bin"))
+    assert done.returncode == 0
+    assert "denpex: skipped" in done.stderr and "rank1.bin" in done.stderr
+    alone = denpex("diagnose", str(tmp_path / "rank1.bin"))
+    assert alone.returncode == 2
+    [line] = alone.stderr.strip().splitlines()
+    assert "rank1.bin" in line and "binary" in line
 
 
 # -- 4. the bot's own mention --------------------------------------------------------------

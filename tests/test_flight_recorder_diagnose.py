@@ -103,8 +103,14 @@ def test_a_hostile_dump_among_the_logs_is_refused_and_runs_nothing(tmp_path: Pat
             return os.system, (f"touch {marker}",)
 
     evil = Source.from_bytes("nccl_trace_rank_3", pickle.dumps({"entries": [Evil()]}, protocol=2))
+    # Among logs, the dump is refused with a note and the logs are still diagnosed...
+    d = diagnose([WATCHDOG_ONLY, evil])
+    [note] = d.skipped
+    assert note.startswith("nccl_trace_rank_3") and "asks to import" in note
+    assert d.signature is not None and not marker.exists()
+    # ...and alone, the refusal is the answer.
     with pytest.raises(UnsafeDump, match="asks to import") as info:
-        diagnose([WATCHDOG_ONLY, evil])
+        diagnose([evil])
     assert isinstance(info.value, InputError) and not marker.exists()
 
 

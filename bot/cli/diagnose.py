@@ -92,6 +92,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
         return fail(str(exc))
     except SignatureError as exc:
         return fail(str(exc))
+    for note in diagnosis.skipped:  # on stderr: stdout stays the diagnosis (JSON with --json)
+        print(f"denpex: skipped {note}", file=sys.stderr)
     if args.html is not None:
         failed = _write_html(diagnosis, args.html)
         if failed is not None:

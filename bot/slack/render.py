@@ -240,6 +240,7 @@ def render_diagnosis(d: Diagnosis, *, job_meta: Mapping[str, str] | None = None)
         names = ", ".join(escape(f) for f in d.files[:5])
         more = f" and {len(d.files) - 5} more" if len(d.files) > 5 else ""
         footer.append(f"Read {d.lines_read:,} lines of {names}{more}")
+    footer += [f"skipped {escape(note)}" for note in d.skipped]
     if meta.get("job"):
         footer.append(f"job {escape(meta['job'])}")
     if long_evidence:
