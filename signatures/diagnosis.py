@@ -65,6 +65,7 @@ class DownstreamGroup:
     count: int
     ranks: tuple[int, ...]
     first: Evidence
+    capped: bool = False  # counting stopped at a per-file cap: ``count`` is a lower bound
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class DownstreamGroup:
             "role": self.role,
             "count": self.count,
             "ranks": list(self.ranks),
+            "capped": self.capped,
             "first": {"file": self.first.file, "line": self.first.line, "text": self.first.text},
         }
 
@@ -156,6 +158,7 @@ class Diagnosis:
                     count=g["count"],
                     ranks=tuple(g["ranks"]),
                     first=_evidence(g["first"]),
+                    capped=bool(g.get("capped", False)),
                 )
                 for g in data.get("downstream", [])
             ),

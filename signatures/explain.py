@@ -39,15 +39,20 @@ def downstream_groups(
         sig = first.signature
         ranks = sorted({r for c in members if (r := rank_of(c.hit)) is not None})
         total = len(members)
+        capped = False
         if sig is not None:  # verified hits past the per-text cap still count
             pids = {c.hit.matcher.pid for c in members}
             total = max(total, sum(s.counts.get(pid, 0) for s in scans for pid in pids))
+            # A pattern stops counting at its cap in a text: the count is then a lower bound.
+            caps = {c.hit.matcher.pid: c.hit.matcher.cap for c in members}
+            capped = any(s.counts.get(pid, 0) >= cap for s in scans for pid, cap in caps.items())
         out.append(
             DownstreamGroup(
                 signature=SignatureRef(sig.id, sig.title, sig.category, sig.role.value) if sig else None,
                 role=first.role if sig else "unknown",
                 count=total,
                 ranks=tuple(ranks),
+                capped=capped,
                 first=Evidence(
                     file=redact(first.hit.file),
                     line=first.line,

@@ -286,6 +286,21 @@ def test_piped_output_keeps_roles_apart_and_is_not_wrapped() -> None:
     assert longest > 100  # a long fix step stays on one line instead of being cut at 80 columns
 
 
+def test_a_count_that_stopped_at_its_cap_says_at_least(tmp_path: Path) -> None:
+    watchdog = GLOG_LINE.replace("[rank14]:", "[rank{r}]:").replace("[Rank 14]", "[Rank {r}]")
+    lines = ["[rank12]: RuntimeError: Triton compilation failed: boom\n"]
+    lines += [watchdog.format(r=i % 64) for i in range(6000)]
+    log = tmp_path / "many.log"
+    log.write_text("".join(lines))
+    data = json.loads(denpex("diagnose", "--json", str(log)).stdout)
+    [watchdogs] = [g for g in data["downstream"] if g["signature"] == "nccl-watchdog-collective-timeout"]
+    assert watchdogs["capped"] is True and watchdogs["count"] < 6000
+    out = denpex("diagnose", str(log)).stdout
+    assert f"at least {watchdogs['count']}× NCCL watchdog" in out
+    small = json.loads(denpex("diagnose", "--json", str(EXAMPLE)).stdout)
+    assert not any(g["capped"] for g in small["downstream"])
+
+
 # -- 8. denpex serve -------------------------------------------------------------------------
 
 

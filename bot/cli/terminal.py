@@ -137,7 +137,8 @@ def downstream_text(d: Diagnosis, g: DownstreamGroup) -> str:
     detail = [g.role]
     if g.ranks:
         detail.append(f"ranks {rank_list(g.ranks)}")
-    return f"{g.count}× {name} ({'; '.join(detail)})"
+    count = f"at least {g.count}" if g.capped else str(g.count)
+    return f"{count}× {name} ({'; '.join(detail)})"
 
 
 def _headline(d: Diagnosis, out: Printer) -> None:

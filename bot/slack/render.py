@@ -23,7 +23,8 @@ from bot.slack.blocks import (
     escape,
     escape_keeping_mention,
 )
-from signatures.diagnosis import Diagnosis, DownstreamGroup, Evidence, Status
+from bot.slack.downstream import downstream_line, downstream_summary
+from signatures.diagnosis import Diagnosis, Evidence, Status
 from signatures.display import human_time
 from signatures.spec import Signature
 
@@ -53,29 +54,6 @@ def where(ev: Evidence) -> str:
     if ev.time:
         parts.append(escape(human_time(ev.time) or ev.time))
     return " · ".join(parts)
-
-
-def downstream_line(group: DownstreamGroup, *, initiating_id: str | None = None) -> str:
-    """One sentence for a downstream group: '63 ranks then hit NCCL watchdog timeouts'."""
-    if group.signature is not None and group.signature.id == initiating_id:
-        where = f" (ranks {', '.join(map(str, group.ranks[:8]))})" if group.ranks else ""
-        return f"the same failure was printed {group.count} more time{'s' if group.count != 1 else ''}{where}"
-    title = group.signature.title if group.signature else "other errors"
-    ranks = len(group.ranks)
-    if ranks > 1:
-        who = f"{ranks} ranks then hit"
-    elif ranks == 1:
-        who = f"rank {group.ranks[0]} then hit"
-    else:
-        who = f"{group.count} line{'s' if group.count != 1 else ''} then reported"
-    kind = "" if group.role == "downstream" else f" ({group.role})"
-    return f"{who} {escape(title)}{kind}"
-
-
-def downstream_summary(d: Diagnosis) -> list[str]:
-    """Every downstream group as one plain sentence."""
-    initiating_id = d.signature.id if d.signature else None
-    return [downstream_line(g, initiating_id=initiating_id) for g in d.downstream]
 
 
 def _initiating_lines(ev: Evidence, before: int, after: int) -> list[str]:
