@@ -383,6 +383,14 @@ def test_the_readme_documents_exactly_the_keys_the_json_has(capsys: pytest.Captu
     assert documented["advice"] == set(data["advice"])
 
 
+def test_a_text_file_named_zip_is_read_as_the_text_it_is(tmp_path: Path) -> None:
+    named = tmp_path / "rank12-output.zip"
+    named.write_bytes(EXAMPLE.read_bytes())
+    done = denpex("diagnose", "--json", str(named))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["initiating"]["rank"] == 12
+
+
 def test_the_json_table_parser_sees_a_missing_key() -> None:
     documented = documented_json_keys()
     real = Diagnosis(
