@@ -19,15 +19,47 @@ from dataclasses import dataclass
 
 from signatures.lines import unwrap
 
-PROGRESS = re.compile(
-    # a loss value, a rate, a progress bar, or a step/iteration/epoch counter ("step 10", "[3/50]")
-    rb"\bloss\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan\b|inf\b)"
-    rb"|[0-9](?:\.[0-9]+)?[ \t]?(?:it/s|s/it|samples/s|tokens/s|tok/s)\b"
-    rb"|[0-9]+/[0-9]+ \[[0-9:]+<"
-    rb"|\b(?:global_step|step|iter(?:ation)?|epoch)\b[ \t]*[:=#]?[ \t]*\[?[0-9]+\]?(?:\[[0-9]+)?"
-    rb"(?:[ \t]*/[ \t]*[0-9]+)?\]?(?=[ \t,|\]:)]|$)",
-    re.IGNORECASE | re.MULTILINE,
+# What makes a line a progress line: a rate, a progress bar, a loss value, or a step, iteration
+# or epoch counter ("step 10", "[3/50]"). Each form is tried only when its cheap literal is in the
+# line, so that a line costs a few microseconds, not a scan of every alternative at every byte.
+_FORMS: tuple[tuple[tuple[bytes, ...], re.Pattern[bytes]], ...] = (
+    (
+        (b"/s", b"s/it", b"/step"),
+        re.compile(rb"[0-9][ \t]?(?:it/s|s/it|samples/s|tokens/s|tok/s|sec/step|s/step)\b"),
+    ),
+    ((b"/",), re.compile(rb"[0-9]+/[0-9]+ \[[0-9:]+<")),
+    ((b"oss", b"OSS"), re.compile(rb"\b(?:[Ll]oss|LOSS)\b[\"']?[ \t]*[:=]?[ \t]*[-+]?(?:[0-9]|nan\b|inf\b)")),
+    (
+        (b"tep", b"ter", b"poch", b"TEP", b"TER", b"POCH"),
+        re.compile(
+            rb"\b(?:global_step|[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER|[Ee]poch|EPOCH)\b"
+            rb"[ \t]*[:=#]?[ \t]*\[?[0-9]+\]?(?:\[[0-9]+)?(?:[ \t]*/[ \t]*[0-9]+)?\]?(?=[ \t,|\]:)]|$)"
+        ),
+    ),
 )
+# Words of a line that reports a problem: no sign of progress, whatever counter it carries.
+_TROUBLE = (
+    b"rror",
+    b"ERROR",
+    b"xception",
+    b"Traceback",
+    b"ail",
+    b"FAIL",
+    b"Killed",
+    b"erminat",
+    b"bort",
+    b"WARN",
+    b"arning",
+)
+
+
+def is_progress(line: bytes) -> bool:
+    """Whether ``line`` reports training progress (and no problem)."""
+    if any(word in line for word in _TROUBLE):
+        return False
+    return any(any(k in line for k in keys) and form.search(line) for keys, form in _FORMS)
+
+
 # The step or iteration number a progress line names.
 STEP = re.compile(
     r"\b(?:global[ _]step|step|iter(?:ation)?)\b[ \t]*[:=#]?[ \t]*\[?(\d+)(?![.\d])", re.IGNORECASE
@@ -48,13 +80,9 @@ def step(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-# A line that reports a problem is no sign of progress, whatever counter it carries.
-_TROUBLE = re.compile(
-    rb"[Ee]rror|ERROR|Exception|Traceback|[Ff]ail|FAIL|Killed|Terminat|Abort|WARN|[Ww]arning"
-)
 WHOLE = 64 << 10  # a chunk up to this size is read whole for progress lines
 TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
-TAIL_LINES = 4  # ... and at most this many of them
+TAIL_LINES = 2  # ... and at most this many of them
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on
 JOB_STEPS = 2  # steps the job must advance past an error to prove the job went on
@@ -76,7 +104,7 @@ def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
     return [
         (first + i, line[:300].decode("utf-8", "replace"))
         for i, line in enumerate(lines)
-        if PROGRESS.search(line) and not _TROUBLE.search(line)
+        if is_progress(line)
     ]
 
 

@@ -57,7 +57,7 @@ ERROR_LEVELS = ("E", "F", "C")
 _LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
 # glog heads: E0612 12:00:00 (c10's own: E612), [E file.cc:12], TensorFlow's "E tensorflow/..."
 _GLOG_HEADS = (
-    *(f"{level}{digit}".encode() for level in "EF" for digit in range(10)),
+    *(f"E{digit}".encode() for digit in range(10)),  # F-level heads come with "Check failed"
     b"[E ",
     b"[F ",
     b": E ",
@@ -67,16 +67,10 @@ _GLOG_HEADS = (
 )
 # "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |"),
 # never "nan_count" or "info".
-_NON_FINITE = tuple(
-    lead + word
-    for word in (b"nan", b"NaN", b"NAN", b"inf", b"Inf")
-    for lead in (b": ", b":", b"=", b"= ", b"(", b"'", b'"', b"ss ", b"rm ")
+_NON_FINITE = (
+    *(lead + word for word in (b"nan", b"NaN", b"inf") for lead in (b": ", b"=", b"'", b"ss ", b"rm ")),
+    b"(nan",  # loss: tensor(nan, device=...)
 )
-
-
-def _cased(*words: str) -> tuple[bytes, ...]:
-    # The literal as written, capitalised and upper-cased ("exit code", "Exit code", "EXIT CODE").
-    return tuple(dict.fromkeys(v.encode() for w in words for v in (w, w.capitalize(), w.upper())))
 
 
 SHAPES: tuple[Shape, ...] = (
@@ -264,8 +258,15 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.DEATH,
         "a process that exited with a non-zero code",
         (
-            *_cased("exit code", "exit status", "exitcode", "exit_code", "return code", "returncode"),
-            *_cased("return status", "terminated with"),
+            b"exit code",
+            b"Exit code",
+            b"exit status",
+            b"Exit status",
+            b"exitcode",
+            b"exit_code",
+            b"return code",
+            b"returncode",
+            b"terminated with",
         ),
         re.compile(
             r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
