@@ -25,6 +25,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
+        # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
+        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,4})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix

@@ -12,6 +12,8 @@ from signatures.lines import rank_from_name, time_key, unwrap
     [
         ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
         ("[default7]:RuntimeError: boom", "RuntimeError: boom", None),  # a local rank, not a rank
+        ("[host1:0]AttributeError: boom", "AttributeError: boom", None),  # torchrun --role host: --tee
+        ("[gpu-node-07:3]: ValueError: x", "ValueError: x", None),  # the number is a local rank
         ("12: RuntimeError: boom", "RuntimeError: boom", 12),
         ("[1,5]<stderr>:RuntimeError: boom", "RuntimeError: boom", 5),
         (
@@ -163,3 +165,8 @@ def test_a_host_named_in_the_words(line: str, host: str | None) -> None:
 def test_more_log_heads_are_peeled(line: str, message: str, level: str) -> None:
     facts = unwrap(line)
     assert (facts.message, facts.level) == (message, level)
+
+
+def test_a_host_role_prefix_names_the_host_and_only_a_local_rank() -> None:
+    facts = unwrap("[gpu-node-07:3]: ValueError: x")
+    assert facts.host == "gpu-node-07" and facts.rank is None
