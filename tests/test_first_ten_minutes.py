@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from bot.cli.main import main
 from bot.slack.render import render_headline, render_parent
 from signatures import Diagnosis, Evidence, SignatureRef, Status
 from signatures.display import human_time
+from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "signatures" / "examples" / "llama-64gpu-triton.log"
@@ -56,12 +56,6 @@ def without_redis() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("REDIS_URL", None)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def until_healthy(port: int, timeout_s: float = 30.0) -> None:

@@ -144,13 +144,6 @@ def _positive_int(raw: str) -> int:
     return value
 
 
-def _non_negative_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError(f"expected 0 or a positive integer, got {raw!r}")
-    return value
-
-
 def _positive_float(raw: str) -> float:
     value = float(raw)
     if not value > 0:
@@ -248,7 +241,7 @@ def _read_settings(env: Mapping[str, str]) -> Settings:
         llm_api_key=env.get("DENPEX_LLM_API_KEY", "").strip() or None,
         llm_timeout_s=_parse(env, "DENPEX_LLM_TIMEOUT_S", _positive_float, 20.0),
         llm_max_lines=_parse(env, "DENPEX_LLM_MAX_LINES", _positive_int, 40),
-        llm_daily_per_channel=_parse(env, "DENPEX_LLM_DAILY_PER_CHANNEL", _non_negative_int, 50),
+        llm_daily_per_channel=_parse(env, "DENPEX_LLM_DAILY_PER_CHANNEL", _count, 50),
         redis_max_connections=_parse(env, "DENPEX_REDIS_MAX_CONNECTIONS", _positive_int, 200),
         redis_pool_timeout_s=_parse(env, "DENPEX_REDIS_POOL_TIMEOUT_S", _positive_float, 2.0),
         dead_letter_days=_parse(env, "DENPEX_DEAD_LETTER_DAYS", _positive_int, 14),
