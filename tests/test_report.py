@@ -18,10 +18,9 @@ from aiohttp import web
 from bot.cli import report
 from bot.jobs.keys import Keys
 from bot.jobs.queue import JobQueue
-from bot.ops.settings import Settings
-from bot.web.app import RUNTIME, create_app
 from handlers.jobs import Job
 from handlers.webhook import TokenBucket, WebhookConfig, register
+from tests.served_app import served_app
 from tests.slack_standin import SlackStandin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,21 +259,10 @@ class App:
 
 @pytest.fixture
 async def denpex_app(fake_redis: Any, key_prefix: str, slack_api: SlackStandin) -> AsyncIterator[App]:
-    settings = Settings(
-        slack_bot_token=slack_api.token,
-        slack_signing_secret="signing-e2e",
-        slack_api_url=slack_api.api_url,
-        webhook_secret=SECRET,
-        default_channel="C0TRAINING",
-    )
-    app = create_app(settings, redis=fake_redis, keys=Keys(key_prefix), start_workers=False)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield App(f"http://127.0.0.1:{runner.addresses[0][1]}", app[RUNTIME], slack_api)
-    finally:
-        await runner.cleanup()
+    async with served_app(
+        fake_redis, key_prefix, slack_api, signing_secret="signing-e2e", webhook_secret=SECRET
+    ) as (base, runtime):
+        yield App(base, runtime, slack_api)
 
 
 async def test_report_ends_as_a_diagnosis_in_the_slack_thread(

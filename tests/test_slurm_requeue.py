@@ -13,12 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from bot.jobs.keys import Keys
-from bot.ops.settings import Settings
-from bot.web.app import RUNTIME, create_app
 from tests.corpus.cases import load_cases
+from tests.served_app import served_app
 from tests.slack_standin import SlackStandin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -149,21 +146,10 @@ async def test_without_denpex_the_script_still_exits_0_and_requeues_nothing(tmp_
 
 @pytest.fixture
 async def server(fake_redis: Any, key_prefix: str, slack_api: SlackStandin) -> AsyncIterator[tuple[str, Any]]:
-    settings = Settings(
-        slack_bot_token=slack_api.token,
-        slack_signing_secret="signing-requeue",
-        slack_api_url=slack_api.api_url,
-        webhook_secret=SECRET,
-        default_channel="C0TRAINING",
-    )
-    app = create_app(settings, redis=fake_redis, keys=Keys(key_prefix), start_workers=False)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", app[RUNTIME]
-    finally:
-        await runner.cleanup()
+    async with served_app(
+        fake_redis, key_prefix, slack_api, signing_secret="signing-requeue", webhook_secret=SECRET
+    ) as served:
+        yield served
 
 
 async def test_the_same_failure_twice_in_a_row_is_requeued_once_then_stopped(
