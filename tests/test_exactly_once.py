@@ -101,16 +101,7 @@ async def test_a_post_that_landed_behind_a_500_is_not_posted_again(
 async def test_redis_fails_between_posting_the_parent_and_recording_it(
     quick: WorkerStack, engine_pool: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = quick.queue.set_progress
-    failures: list[dict[str, str]] = []
-
-    async def flaky(job_id: str, **fields: str) -> None:
-        if "parent_ts" in fields and not failures:
-            failures.append(fields)
-            raise redis.exceptions.ConnectionError("Redis went away")
-        await record(job_id, **fields)
-
-    monkeypatch.setattr(quick.queue, "set_progress", flaky)
+    failures = _redis_fails_once_recording("parent_ts", quick, monkeypatch)
     job = _job()
     await quick.queue.enqueue(job)
     await quick.worker(executor=engine_pool).drain(timeout_s=60)
@@ -124,16 +115,7 @@ async def test_redis_fails_between_posting_the_parent_and_recording_it(
 async def test_redis_fails_between_posting_the_reply_and_recording_it(
     quick: WorkerStack, engine_pool: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record = quick.queue.set_progress
-    failures: list[dict[str, str]] = []
-
-    async def flaky(job_id: str, **fields: str) -> None:
-        if "replied" in fields and not failures:
-            failures.append(fields)
-            raise redis.exceptions.ConnectionError("Redis went away")
-        await record(job_id, **fields)
-
-    monkeypatch.setattr(quick.queue, "set_progress", flaky)
+    failures = _redis_fails_once_recording("replied", quick, monkeypatch)
     job = _job()
     await quick.queue.enqueue(job)
     await quick.worker(executor=engine_pool).drain(timeout_s=60)
@@ -201,3 +183,21 @@ async def test_the_given_up_note_is_posted_once_when_dead_lettering_fails(
     [note] = stack.slack.thread("C1", "1700.000050")
     assert "gave up" in note.text and note.metadata == tag(job.id, "gave_up")
     assert len(await stack.queue.dead_letters()) == 1
+
+
+def _redis_fails_once_recording(
+    field: str, quick: WorkerStack, monkeypatch: pytest.MonkeyPatch
+) -> list[dict[str, str]]:
+    """Make the first ``set_progress`` that records ``field`` fail as if Redis went away;
+    the returned list holds the fields of that failed call."""
+    record = quick.queue.set_progress
+    failures: list[dict[str, str]] = []
+
+    async def flaky(job_id: str, **fields: str) -> None:
+        if field in fields and not failures:
+            failures.append(fields)
+            raise redis.exceptions.ConnectionError("Redis went away")
+        await record(job_id, **fields)
+
+    monkeypatch.setattr(quick.queue, "set_progress", flaky)
+    return failures
