@@ -113,18 +113,22 @@ def read_text(
     *,
     prev_tail: list[bytes] | None = None,
     following: bytes = b"",
+    seen: TextScan | None = None,
 ) -> TextScan:
     """Scan one text's chunks and return its verified hits.
 
     ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file;
     ``following``, the lines just after the last chunk (context only, not scanned), when more of
-    the text is known but read later (a log followed while it grows).
+    the text is known but read later (a log followed while it grows). ``seen`` is what the text's
+    earlier pieces held: its counts (so patterns past their cap stay past it) and facts carry on.
     """
     result = TextScan(name=name, file_index=file_index, name_rank=rank_from_name(name))
+    if seen is not None:
+        result.counts = dict(seen.counts)
     scanner = library.scanner
     matchers = library.matchers
     kept_context: dict[int, int] = {}
-    done_facts: set[str] = set()
+    done_facts: set[str] = set(seen.facts) if seen is not None else set()
     prev_tail = list(prev_tail or [])
     base = 0  # lines before the current chunk
 

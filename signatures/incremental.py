@@ -101,9 +101,16 @@ class GrowingText:
         block = bytes(self._pending[:end])
         del self._pending[:end]
         name, index = self.scan.name, self.scan.file_index
-        self._merge(
-            read_text(self.library, name, index, iter([block]), prev_tail=self._before, following=following)
+        part = read_text(
+            self.library,
+            name,
+            index,
+            iter([block]),
+            prev_tail=self._before,
+            following=following,
+            seen=self.scan,
         )
+        self._merge(part)
         lines = block.rstrip(b"\n").rsplit(b"\n", BEFORE_LINES)[-BEFORE_LINES:]
         if any(b"\x1b" in x for x in lines):
             lines = [ANSI_BYTES.sub(b"", x) for x in lines]
@@ -113,8 +120,7 @@ class GrowingText:
         scan, offset = self.scan, self.scan.lines
         for hit in part.hits:
             self._keep(hit, offset)
-        for pid, n in part.counts.items():
-            scan.counts[pid] = scan.counts.get(pid, 0) + n
+        scan.counts = part.counts  # it began from ours: the totals so far
         for key, value in part.facts.items():
             if key not in scan.facts:
                 scan.facts[key] = value

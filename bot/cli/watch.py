@@ -116,6 +116,8 @@ def run_watch(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
+    what = " ".join(args.paths) or (command.name if command else "")
+    print(f"denpex watch: watching {what}", file=sys.stderr, flush=True)
 
     def stop() -> bool:
         if command is not None:

@@ -17,7 +17,8 @@ from signatures.library import Library
 
 POLL_S = 0.25  # between looks at the files when nothing new was there
 QUIET_S = 1.0  # a log silent this long has its held-back last lines scanned
-ASSEMBLE_S = 0.5  # the diagnosis is assembled at most this often while lines keep coming
+ASSEMBLE_S = 0.5  # the diagnosis is assembled at most this often while lines keep coming ...
+ASSEMBLE_SHARE = 5  # ... and never sooner than 5 times its last cost: reading keeps 80% of the time
 DRAIN_POLLS = 1000  # at the end, reads of what is left (at most this many MB per file)
 
 
@@ -38,7 +39,7 @@ class Session:
     def __post_init__(self) -> None:
         self.incident = Incident(self.library)
         self._fed: dict[str, float] = {}  # when each log last gained bytes
-        self._assembled = float("-inf")
+        self._next_assembly = float("-inf")
 
     def step(self) -> bool:
         """Read what is new, update the answer, report if due; whether anything was read."""
@@ -48,7 +49,7 @@ class Session:
             text = self.incident.texts[name]
             if now - fed >= QUIET_S and text.pending_bytes:
                 text.flush()
-        if self.incident.changed and now - self._assembled >= ASSEMBLE_S:
+        if self.incident.changed and now >= self._next_assembly:
             self._assemble(now)
         event = self.tracker.due(now)
         if event is not None and self.latest is not None:
@@ -96,7 +97,8 @@ class Session:
 
     def _assemble(self, now: float) -> None:
         self.latest = self.incident.diagnosis()
-        self._assembled = now
+        cost = self.clock() - now
+        self._next_assembly = now + max(ASSEMBLE_S, ASSEMBLE_SHARE * cost)
         self.tracker.see(self.latest, now)
         if self.metrics is not None:
             self.metrics.count((t.scan for t in self.incident.texts.values()), self.library)
