@@ -46,6 +46,36 @@ BURSTS = {
 }
 
 
+def generated(index: int) -> bytes:
+    """Block ``index`` of a long run's log (about 100 KB, deterministic)."""
+    out = []
+    for k in range(1000):
+        s = index * 1000 + k
+        out.append(
+            f"[rank{k % 8}]: step {s} loss {2 + 1 / (s + 1):.4f} lr 3.0e-04 grad_norm 0.{k % 97:02d} 1.2 it/s"
+        )
+        if k % 100 == 7:
+            out.append(
+                f"[rank{k % 8}]: node7:1234:1290 [{k % 8}] NCCL INFO Channel 02/0 : {k % 8}[7] -> 0[0] via IPC"
+            )
+        if k % 250 == 3:
+            out.append(f"[rank{k % 8}]: ERROR:root:failed to upload metrics batch {s}, will retry")
+        if k == 500:
+            out.append(RECOMPILE.rstrip("\n"))
+    return ("\n".join(out) + "\n").encode()
+
+
+def generate(path: str, megabytes: int) -> int:
+    with open(path, "ab") as out:
+        written, index = 0, 0
+        while written < megabytes << 20:
+            block = generated(index)[: (megabytes << 20) - written]
+            out.write(block)
+            written += len(block)
+            index += 1
+    return 0
+
+
 def main(path: str) -> int:
     out = open(path, "a", encoding="utf-8")  # noqa: SIM115 - it is reopened on rotation
     for command in sys.stdin:
@@ -68,4 +98,6 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[2] == "--generate":
+        sys.exit(generate(sys.argv[1], int(sys.argv[3])))
     sys.exit(main(sys.argv[1]))
