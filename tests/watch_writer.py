@@ -56,7 +56,7 @@ def generated(index: int) -> bytes:
         )
         if k % 100 == 7:
             out.append(
-                f"[rank{k % 8}]: node7:1234:1290 [{k % 8}] NCCL INFO Channel 02/0 : {k % 8}[7] -> 0[0] via IPC"
+                f"[rank{k % 8}]: n7:1234:1290 [{k % 8}] NCCL INFO Channel 02/0 : {k % 8}[7] -> 0[0] via IPC"
             )
         if k % 250 == 3:
             out.append(f"[rank{k % 8}]: ERROR:root:failed to upload metrics batch {s}, will retry")
