@@ -217,3 +217,31 @@ def test_watch_without_anywhere_to_report_is_refused(tmp_path: Path) -> None:
     assert main(["watch", str(tmp_path / "x.log")]) == 2
     assert main(["watch", "--json"]) == 2
     assert main(["watch", "--json", "--pid", "1", "--", "true"]) == 2
+
+
+async def test_a_refused_report_is_said_on_stderr_not_retried_and_the_exit_code_still_passed_on(
+    receiver: Receiver, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("not-the-servers-secret")
+    script = (
+        "print('[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB'); exit(1)"
+    )
+    proc = await watch(
+        "--url",
+        receiver.url,
+        "--secret-file",
+        str(secret),
+        "--job-id",
+        "j-1",
+        "--",
+        sys.executable,
+        "-c",
+        script,
+    )
+    _, stderr = await asyncio.wait_for(proc.communicate(), WAIT_S)
+    assert proc.returncode == 1
+    not_sent = [line for line in stderr.decode().splitlines() if "not sent" in line]
+    assert not_sent and "HTTP 401" in not_sent[-1]
+    assert receiver.refused == len(not_sent)  # a refusal is final: no second try
+    assert receiver.reports == []

@@ -31,6 +31,10 @@ HEADER_STATUS = {
 class WebhookError(Exception):
     """A report the server refused or could not be reached for; the message says why."""
 
+    def __init__(self, message: str, *, again: bool) -> None:
+        super().__init__(message)
+        self.again = again  # worth trying again: unreachable, busy (429, 503) or a server error
+
 
 class Sink(Protocol):
     def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None: ...
@@ -109,10 +113,10 @@ class Webhook:
                     self.sent += 1
                     break
                 except WebhookError as exc:
-                    if attempt + 1 == TRIES:
+                    if attempt + 1 == TRIES or not exc.again:
                         print(f"denpex watch: report {payload['job_id']} not sent: {exc}", file=sys.stderr)
-                    else:
-                        time.sleep(2**attempt)
+                        break
+                    time.sleep(2**attempt)
 
 
 def post(endpoint: str, secret: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +140,7 @@ def post(endpoint: str, secret: str, payload: dict[str, Any]) -> dict[str, Any]:
             return answer
     except urllib.error.HTTPError as exc:
         detail = exc.read(500).decode("utf-8", "replace")
-        raise WebhookError(f"the server answered HTTP {exc.code}: {detail}") from None
+        again = exc.code == 429 or exc.code >= 500
+        raise WebhookError(f"the server answered HTTP {exc.code}: {detail}", again=again) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise WebhookError(f"could not reach {endpoint}: {getattr(exc, 'reason', exc)}") from None
+        raise WebhookError(f"could not reach {endpoint}: {getattr(exc, 'reason', exc)}", again=True) from None
