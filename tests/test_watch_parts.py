@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from bot.watch.answer import CASCADE, DEGRADED, FAILURE, AnswerKey, Tracker, event_between
 from bot.watch.follow import Follower
 from bot.watch.job import from_environment
+from bot.watch.process import alive
 from signatures import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
 
 
@@ -110,3 +114,16 @@ def test_job_id_comes_from_the_scheduler() -> None:
     assert from_environment({"SLURM_JOB_ID": "1"}, job_id="mine").job_id == "mine"
     assert slurm.event_id("failure", 2) == "prod-4242:failure-2"
     assert slurm.event_id("final", 3) == "prod-4242"
+
+
+def test_a_process_is_alive_until_it_exits_even_before_its_parent_reaps_it() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    assert alive(proc.pid)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    deadline = time.monotonic() + 60
+    while alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.returncode is None  # not reaped yet: exited, a zombie, and that counts as ended
+    assert not alive(proc.pid)
+    assert proc.wait(timeout=10) == 0

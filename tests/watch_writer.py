@@ -82,10 +82,11 @@ def main(path: str) -> int:
         word, _, arg = command.strip().partition(" ")
         if word == "burst":
             text = BURSTS[arg]
-            half = len(text) // 2  # a line cut in two writes: the watch must wait for its end
-            out.write(text[:half])
+            # A line cut in two writes (in the first line: the burst's lines all complete together).
+            cut = min(len(text) // 2, text.index("\n") // 2 + 1)
+            out.write(text[:cut])
             out.flush()
-            out.write(text[half:])
+            out.write(text[cut:])
             out.flush()
         elif word == "rotate":
             out.close()

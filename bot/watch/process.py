@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import signal
 import subprocess
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import BinaryIO
 
 READ_SIZE = 1 << 16
@@ -73,14 +73,16 @@ class Command:
 
 
 def alive(pid: int) -> bool:
-    """Whether process ``pid`` still exists (one we may not signal counts as existing)."""
+    """Whether process ``pid`` still runs (one we may not signal counts as running; an exited one
+    its parent has not reaped yet, a zombie, does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here: existing is all we can know
+    return stat[stat.rfind(")") + 2 :][:1] != "Z"  # the state follows the name in parentheses

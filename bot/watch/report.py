@@ -37,9 +37,13 @@ class WebhookError(Exception):
 
 
 class Sink(Protocol):
-    def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None: ...
+    def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Report ``d`` as ``event`` (``exit_code``: the watched process', on the final one)."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Finish: every report made is out."""
+        ...
 
 
 def as_json(event: str, d: Diagnosis, exit_code: int | None) -> dict[str, Any]:
@@ -60,6 +64,7 @@ class JsonLines:
     out: TextIO
 
     def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Print the report as one line."""
         self.out.write(json.dumps(as_json(event, d, exit_code), ensure_ascii=False) + "\n")
         self.out.flush()
 
@@ -84,6 +89,7 @@ class Webhook:
         self._thread.start()
 
     def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Queue the report for sending (a run that ended well is not sent)."""
         if event == FINAL and exit_code in (0, None) and d.status not in FAILING:
             return  # a run that ended well is no news for the failures channel
         self._seq += 1
