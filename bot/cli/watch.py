@@ -28,6 +28,7 @@ def add_commands(sub: Any) -> None:
     """Register ``watch``."""
     p = sub.add_parser(
         "watch",
+        usage="denpex watch [options] [PATH ...] [-- COMMAND ...]",
         help="follow live training logs and report the first failure or degradation",
         description=(
             "Follow growing log files (rotation, truncation and files that appear later handled) "
