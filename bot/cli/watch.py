@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -90,7 +91,7 @@ def run_watch(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(f"watch: cannot read the secret file {args.secret_file}: {exc.strerror}")
         job = from_environment(job_id=args.job_id)
-        job = type(job)(job.job_id, args.job_name or job.job_name, args.cluster or job.cluster, job.user)
+        job = replace(job, job_name=args.job_name or job.job_name, cluster=args.cluster or job.cluster)
         sinks.append(Webhook(args.url, secret, job, args.channel))
     metrics = None
     if args.metrics_port is not None:
