@@ -13,6 +13,8 @@ from bot.watch.follow import Follower
 from bot.watch.job import from_environment
 from bot.watch.process import alive
 from signatures import Diagnosis, DownstreamGroup, Evidence, SignatureRef, Status
+from signatures.engine import default_library
+from signatures.incremental import Incident
 
 
 def read_all(f: Follower) -> list[tuple[str, bytes, bool]]:
@@ -127,3 +129,22 @@ def test_a_process_is_alive_until_it_exits_even_before_its_parent_reaps_it() -> 
     assert proc.returncode is None  # not reaped yet: exited, a zombie, and that counts as ended
     assert not alive(proc.pid)
     assert proc.wait(timeout=10) == 0
+
+
+def test_an_error_the_run_trains_past_within_the_settle_time_is_not_reported() -> None:
+    incident = Incident(default_library())
+    text = incident.text("train.log")
+    tracker = Tracker(settle=30.0)
+    text.feed(b"".join(f"[rank0]: step {s} loss 2.0 1.0 it/s\n".encode() for s in range(1, 10)))
+    text.feed(b"[rank0]: RuntimeError: failed to fetch shard 12 from the object store\n")
+    text.flush()
+    tracker.see(incident.diagnosis(), now=0.0)  # alone, it looks like the failure that ends the run
+    assert tracker.due(now=10.0) is None
+    text.feed(b"".join(f"[rank0]: step {s} loss 2.0 1.0 it/s\n".encode() for s in range(10, 14)))
+    text.flush()
+    tracker.see(incident.diagnosis(), now=12.0)  # it trained on: a handled error
+    assert tracker.due(now=100.0) is None
+    text.feed(b"[rank0]: RuntimeError: failed to fetch shard 13 from the object store\n")
+    text.flush()
+    tracker.see(incident.diagnosis(), now=200.0)  # and this time nothing follows
+    assert tracker.due(now=230.0) == FAILURE
