@@ -112,20 +112,27 @@ def read_text(
     chunks: Iterator[bytes],
     *,
     prev_tail: list[bytes] | None = None,
+    following: bytes = b"",
+    seen: TextScan | None = None,
 ) -> TextScan:
     """Scan one text's chunks and return its verified hits.
 
-    ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file.
+    ``prev_tail`` holds the lines just before the first chunk when the text is a range of a file;
+    ``following``, the lines just after the last chunk (context only, not scanned), when more of
+    the text is known but read later (a log followed while it grows). ``seen`` is what the text's
+    earlier pieces held: its counts (so patterns past their cap stay past it) and facts carry on.
     """
     result = TextScan(name=name, file_index=file_index, name_rank=rank_from_name(name))
+    if seen is not None:
+        result.counts = dict(seen.counts)
     scanner = library.scanner
     matchers = library.matchers
     kept_context: dict[int, int] = {}
-    done_facts: set[str] = set()
+    done_facts: set[str] = set(seen.facts) if seen is not None else set()
     prev_tail = list(prev_tail or [])
     base = 0  # lines before the current chunk
 
-    window = _lookahead(chunks)
+    window = _lookahead(chunks, following)
     for raw_chunk, next_chunk in window:
         result.bytes += len(raw_chunk)
         # Colour codes can sit inside a message (coloured tracebacks); they never hold a newline,
@@ -202,11 +209,11 @@ def _located(matcher: Matcher, chunk: bytes, limit: int) -> list[int]:
     return sorted(found)
 
 
-def _lookahead(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bytes]]:
+def _lookahead(chunks: Iterator[bytes], last: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
     current = next(chunks, None)
     while current is not None:
         following = next(chunks, None)
-        yield current, following or b""
+        yield current, following or last
         current = following
 
 

@@ -115,7 +115,7 @@ def test_the_shell_recipe_in_the_docs_signs_the_same() -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to run the recipe")
     recipe = (
-        "printf 'v1:%s:GET /jobs/%s' \"$ts\" \"prod-4242\""
+        'printf \'v1:%s:GET /jobs/%s\' "$ts" "prod-4242"'
         " | openssl dgst -sha256 -hmac \"$secret\" | sed 's/^.*= //'"
     )
     assert recipe in (ROOT / "docs" / "webhooks.md").read_text(encoding="utf-8")

@@ -23,7 +23,10 @@ COMMANDS: dict[str, str] = {
     "serve": "bot.cli.serve",
     "worker": "bot.cli.serve",
     "stats": "bot.cli.serve",
+    "watch": "bot.cli.watch",
 }
+# Sub-commands that run a command given after `--` (argparse would read it as more arguments).
+RUNS_A_COMMAND = {"watch"}
 
 
 def version() -> str:
@@ -55,7 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     parser = build_parser(args_in[0])
+    command_argv: list[str] = []
+    if args_in[0] in RUNS_A_COMMAND and "--" in args_in:
+        cut = args_in.index("--")
+        args_in, command_argv = args_in[:cut], args_in[cut + 1 :]
     args = parser.parse_args(args_in)
+    if command_argv:
+        args.command_argv = command_argv
     try:
         code: int = args.func(args)
         sys.stdout.flush()

@@ -1,0 +1,1 @@
+"""`denpex watch`: live logs followed as they grow, and a report each time the answer changes."""

@@ -1,0 +1,152 @@
+"""Where a watch's reports go: JSON lines on standard output, a Denpex server's webhook, or both."""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from bot.watch.answer import FAILING, FINAL
+from bot.watch.job import JobInfo
+from handlers.webhook import PATH, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from signatures import Diagnosis
+
+CONTEXT = 3  # context lines around the initiating line, as `denpex diagnose --json` by default
+TIMEOUT_S = 30.0
+TRIES = 4  # a report is tried this often, 1, 2, 4 s apart, before it is given up (and said so)
+# What the Slack message's header says after "Job <name>": the job is still running, except at the end.
+HEADER_STATUS = {
+    "degraded": "degraded (still running)",
+    "failure": "failing (still running)",
+    "cascade": "failing on more ranks (still running)",
+}
+
+
+class WebhookError(Exception):
+    """A report the server refused or could not be reached for; the message says why."""
+
+    def __init__(self, message: str, *, again: bool) -> None:
+        super().__init__(message)
+        self.again = again  # worth trying again: unreachable, busy (429, 503) or a server error
+
+
+class Sink(Protocol):
+    def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Report ``d`` as ``event`` (``exit_code``: the watched process', on the final one)."""
+        ...
+
+    def close(self) -> None:
+        """Finish: every report made is out."""
+        ...
+
+
+def as_json(event: str, d: Diagnosis, exit_code: int | None) -> dict[str, Any]:
+    """``denpex diagnose --json``'s object, with ``event`` (and ``exit_code`` on the final one)."""
+    data = {"event": event, **d.to_dict()}
+    if data["initiating"] is not None:
+        data["initiating"]["before"] = data["initiating"]["before"][-CONTEXT:]
+        data["initiating"]["after"] = data["initiating"]["after"][:CONTEXT]
+    if event == FINAL:
+        data["exit_code"] = exit_code
+    return data
+
+
+@dataclass
+class JsonLines:
+    """One JSON object per line, flushed at once (a pipe reader sees each report as it happens)."""
+
+    out: TextIO
+
+    def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Print the report as one line."""
+        self.out.write(json.dumps(as_json(event, d, exit_code), ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class Webhook:
+    """Signed reports to ``POST /webhooks/job-failure``, sent in order by a thread of their own, so
+    that a slow server never holds up reading the logs."""
+
+    def __init__(self, url: str, secret: str, job: JobInfo, channel: str | None = None) -> None:
+        base = url.rstrip("/")
+        self.endpoint = base if base.endswith(PATH) else base + PATH
+        self.secret = secret
+        self.job = job
+        self.channel = channel
+        self.sent = 0
+        self._seq = 0
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._send_all, name="denpex-watch-webhook", daemon=True)
+        self._thread.start()
+
+    def report(self, event: str, d: Diagnosis, exit_code: int | None) -> None:
+        """Queue the report for sending (a run that ended well is not sent)."""
+        if event == FINAL and exit_code in (0, None) and d.status not in FAILING:
+            return  # a run that ended well is no news for the failures channel
+        self._seq += 1
+        status = HEADER_STATUS.get(event) or ("failed" if exit_code or d.status in FAILING else "ended")
+        payload = {
+            "job_id": self.job.event_id(event, self._seq),
+            "job_name": self.job.job_name,
+            "cluster": self.job.cluster,
+            "user": self.job.user,
+            "status": status,
+            "exit_code": exit_code,
+            "channel": self.channel,
+            "diagnosis": d.to_dict(context=True),
+        }
+        self._queue.put({k: v for k, v in payload.items() if v is not None})
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Send what is queued (waiting up to ``timeout`` seconds), then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def _send_all(self) -> None:
+        while (payload := self._queue.get()) is not None:
+            for attempt in range(TRIES):
+                try:
+                    post(self.endpoint, self.secret, payload)
+                    self.sent += 1
+                    break
+                except WebhookError as exc:
+                    if attempt + 1 == TRIES or not exc.again:
+                        print(f"denpex watch: report {payload['job_id']} not sent: {exc}", file=sys.stderr)
+                        break
+                    time.sleep(2**attempt)
+
+
+def post(endpoint: str, secret: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST ``payload`` signed with ``secret``; the server's JSON answer, or raise WebhookError."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    timestamp = str(int(time.time()))
+    request = urllib.request.Request(
+        endpoint,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "User-Agent": "denpex-watch",
+            TIMESTAMP_HEADER: timestamp,
+            SIGNATURE_HEADER: sign(secret, timestamp, body),
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            answer: dict[str, Any] = json.loads(response.read() or b"{}")
+            return answer
+    except urllib.error.HTTPError as exc:
+        detail = exc.read(500).decode("utf-8", "replace")
+        again = exc.code == 429 or exc.code >= 500
+        raise WebhookError(f"the server answered HTTP {exc.code}: {detail}", again=again) from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise WebhookError(f"could not reach {endpoint}: {getattr(exc, 'reason', exc)}", again=True) from None
