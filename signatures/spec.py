@@ -196,6 +196,7 @@ FRAMEWORKS = (
     "conda",
     "linux",
     "slurm",
+    "lsf",
     "kubernetes",
 )
 
