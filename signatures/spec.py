@@ -182,6 +182,7 @@ FRAMEWORKS = (
     "nccl",
     "gloo",
     "jax",
+    "xla",  # the XLA runtime under torch_xla (JAX's own XLA wording is "jax")
     "tensorflow",
     "vllm",
     "ray",
