@@ -57,6 +57,10 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
         "from a public report (an issue or a committed log, cited by URL in the YAML) in that "
         "framework's wording.",
         "",
+        "A positive sample names the framework whose wording its line is in (`framework:`, one of "
+        + ", ".join(f"`{name}`" for name in FRAMEWORKS)
+        + ") and, where its source states them, the versions (`versions:`); each signature below lists them.",
+        "",
         "| framework | signatures with a public sample |",
         "| --- | --- |",
     ]
