@@ -18,6 +18,7 @@ from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
 from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.progress import progress_lines
+from signatures.scan import first_ends
 from signatures.textscan import Hit, TextScan
 
 __all__ = [
@@ -60,7 +61,7 @@ def read_text(
         # Colour codes can sit inside a message (coloured tracebacks); they never hold a newline,
         # so removing them keeps every line number.
         chunk = ANSI_BYTES.sub(b"", raw_chunk) if b"\x1b" in raw_chunk else raw_chunk
-        ids = library.scanner.scan(chunk)
+        ids = first_ends(library.scanner, chunk)
         open_line = _read_chunk(reader, chunk, ids, base, prev_tail, next_chunk, open_line) if ids else set()
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
         base += chunk.count(b"\n")
@@ -77,7 +78,7 @@ def read_text(
 def _read_chunk(
     reader: Reader,
     chunk: bytes,
-    ids: set[int],
+    ids: dict[int, int],
     base: int,
     prev_tail: list[bytes],
     next_chunk: bytes,
@@ -94,7 +95,8 @@ def _read_chunk(
         past_cap = result.counts.get(pid, 0) >= matcher.cap
         if past_cap and matcher.kind not in TAILED:
             continue
-        starts = _located(matcher, chunk)
+        # Lines before the first match cannot match: locating starts at the first match's line.
+        starts = _located(matcher, chunk, chunk.rfind(b"\n", 0, ids[pid]) + 1)
         if past_cap:
             tails.append((matcher, starts))
             continue
@@ -143,12 +145,12 @@ def _read_tail(
         accepted += len(reader.line(chunk, start, line_no, [matcher], prev_tail, next_chunk))
 
 
-def _located(matcher: Matcher, chunk: bytes) -> list[int]:
-    """Starts of the lines of ``chunk`` that may match ``matcher``, in order, each once."""
+def _located(matcher: Matcher, chunk: bytes, first: int = 0) -> list[int]:
+    """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order."""
     if not matcher.needles:
         starts: list[int] = []
         last = -1
-        for m in matcher.locate.finditer(chunk):
+        for m in matcher.locate.finditer(chunk, first):
             start = chunk.rfind(b"\n", 0, m.start()) + 1
             if start != last:
                 starts.append(start)
@@ -157,7 +159,7 @@ def _located(matcher: Matcher, chunk: bytes) -> list[int]:
     # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
     found: set[int] = set()
     for needle in matcher.needles:
-        pos = chunk.find(needle)
+        pos = chunk.find(needle, first)
         while pos >= 0:
             start = chunk.rfind(b"\n", 0, pos) + 1
             end = chunk.find(b"\n", pos)

@@ -41,6 +41,14 @@ class Scanner(Protocol):
         ...
 
 
+def first_ends(scanner: Scanner, chunk: bytes) -> dict[int, int]:
+    """Matching pattern ids and, where the backend tells, where a first match ends (else 0)."""
+    ends = getattr(scanner, "first_ends", None)
+    if ends is not None:
+        return dict(ends(chunk))
+    return dict.fromkeys(scanner.scan(chunk), 0)
+
+
 class HyperscanScanner:
     name = "hyperscan"
 
@@ -73,10 +81,14 @@ class HyperscanScanner:
         return bytes(self._hyperscan.dumpb(self.db))
 
     def scan(self, chunk: bytes) -> set[int]:
-        found: set[int] = set()
+        return set(self.first_ends(chunk))
+
+    def first_ends(self, chunk: bytes) -> dict[int, int]:
+        """Each matching pattern's id and where its first match ends: locating starts there."""
+        found: dict[int, int] = {}
 
         def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
-            found.add(pid)
+            found.setdefault(pid, end)
 
         self.db.scan(chunk, match_event_handler=on_match)
         return found
