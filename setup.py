@@ -16,7 +16,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-BUILD = "import sys, pathlib, signatures.scandb as s; print(s.build(pathlib.Path(sys.argv[1])))"
+BUILD = "import signatures.scanbuild as s; s.main()"
 
 
 class BuildWithScanDatabase(build_py):

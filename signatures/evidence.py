@@ -42,6 +42,8 @@ class Reader:
         self.kept_context: dict[int, int] = {}
         self.done_facts: set[str] = set()
         self.rejected: dict[bytes, set[int]] = {}  # line bytes -> patterns that line cannot match
+        self.rejections: dict[int, int] = {}  # lines each pattern flagged and the verifier rejected
+        self.hot: dict[int, int] = {}  # lines each pattern flagged in the last chunk it was found in
 
     def line(
         self,
@@ -72,7 +74,9 @@ class Reader:
             )
             if verdict is True:
                 accepted.append(matcher.pid)
-            elif verdict is None and key is not None:
+                continue
+            self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
+            if verdict is None and key is not None:
                 self._remember(key, matcher.pid)
         return accepted
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from signatures.demote import DEMOTE_AFTER, bulk_lines, bulk_locate
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
@@ -36,6 +37,7 @@ _TEXT = re.compile(rb"\S")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
 LOCATE_PER_CHUNK = 2048  # accepted lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
+HOT_LINES = 4096  # lines of one chunk a pattern flags before the next chunk locates it with Hyperscan
 TAIL_PER_CHUNK = 16  # past its cap, a generic pattern keeps the last accepted lines of a chunk
 
 
@@ -96,7 +98,10 @@ def _read_chunk(
         if past_cap and matcher.kind not in TAILED:
             continue
         # Lines before the first match cannot match: locating starts at the first match's line.
-        starts = _located(matcher, chunk, chunk.rfind(b"\n", 0, ids[pid]) + 1)
+        first = chunk.rfind(b"\n", 0, ids[pid]) + 1
+        starts = _demoted(reader, matcher, chunk, first)
+        if starts is None:
+            starts = _located(matcher, chunk, first, reader.hot)
         if past_cap:
             tails.append((matcher, starts))
             continue
@@ -145,16 +150,46 @@ def _read_tail(
         accepted += len(reader.line(chunk, start, line_no, [matcher], prev_tail, next_chunk))
 
 
-def _located(matcher: Matcher, chunk: bytes, first: int = 0) -> list[int]:
-    """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order."""
+def _demoted(reader: Reader, matcher: Matcher, chunk: bytes, first: int) -> list[int] | None:
+    """A much-rejected pattern's candidate lines, found in bulk (signatures/demote.py); None: not so."""
+    if reader.rejections.get(matcher.pid, 0) < DEMOTE_AFTER or matcher.shape or matcher.structure:
+        return None
+    if not chunk.isascii() or b"\r" in chunk:
+        return None
+    bulk = bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
+    if bulk is None:
+        return None
+    locate = matcher.locate
+    return [s for s in bulk.starts(chunk, first) if locate.search(chunk, s, _line_end(chunk, s))]
+
+
+def _line_end(chunk: bytes, start: int) -> int:
+    end = chunk.find(b"\n", start)
+    return end if end >= 0 else len(chunk)
+
+
+def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int] | None = None) -> list[int]:
+    """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order.
+
+    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern) is
+    located by Hyperscan: one pass in C instead of a step per line.
+    """
+    hot = {} if hot is None else hot
+    if hot.get(matcher.pid, 0) > HOT_LINES:
+        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        if bulk is not None:
+            return bulk.starts(chunk, first)
+    steps = 0
     if not matcher.needles:
         starts: list[int] = []
         last = -1
         for m in matcher.locate.finditer(chunk, first):
             start = chunk.rfind(b"\n", 0, m.start()) + 1
+            steps += 1
             if start != last:
                 starts.append(start)
                 last = start
+        hot[matcher.pid] = steps
         return starts
     # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
     found: set[int] = set()
@@ -164,9 +199,11 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0) -> list[int]:
             start = chunk.rfind(b"\n", 0, pos) + 1
             end = chunk.find(b"\n", pos)
             stop = end if end >= 0 else len(chunk)
+            steps += 1
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
             pos = chunk.find(needle, stop) if end >= 0 else -1
+    hot[matcher.pid] = steps
     return sorted(found)
 
 

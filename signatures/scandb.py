@@ -5,7 +5,7 @@ user's cache folder. Where that folder is not writable (a CI job, a fresh contai
 home), a database built into the package when it was built is used instead; each is keyed by
 the exact patterns, flags, Hyperscan version and machine, so a stale one is never loaded.
 
-The build step (setup.py) calls ``build(folder)``; ``python -m signatures.scandb [FOLDER]`` does the same.
+The build step (setup.py) runs ``signatures.scanbuild``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,25 +51,3 @@ def save_database(key: str, data: bytes, folder: Path | None = None) -> None:
         tmp = folder / f"{key}.{os.getpid()}.tmp"
         tmp.write_bytes(data)
         tmp.replace(folder / key)  # atomic: a concurrent reader never sees half a file
-
-
-def build(folder: Path = PACKAGED) -> Path | None:
-    """Compile the bundled library's database into ``folder``; None when Hyperscan is absent."""
-    from signatures.library import Library
-    from signatures.loader import load_signatures
-    from signatures.scan import HyperscanScanner
-
-    try:
-        scanner = HyperscanScanner(Library(load_signatures()).scan_patterns)
-    except ImportError:
-        return None
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("hyperscan-*.db"):
-        old.unlink()
-    save_database(scanner.key, scanner.dump(), folder)
-    return folder / scanner.key
-
-
-if __name__ == "__main__":
-    built = build(Path(sys.argv[1]) if len(sys.argv) > 1 else PACKAGED)
-    print(built or "hyperscan is not installed: no database built")
