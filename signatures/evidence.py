@@ -9,8 +9,9 @@ repeated thousands of times is judged once.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
@@ -29,6 +30,8 @@ CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
 # still shows the failure at its end.
 TAILED = (Kind.SHAPE, Kind.EXCEPTION)
 TAIL_KEPT = 64
+CONTEXT_LINE = 8192  # bytes of a context line kept: the end of one above a hit, the start of one below
+MANY_SEGMENTS = 32  # a line of more segments has each read only by the patterns found in it
 VERDICTS_KEPT = 4096  # distinct rejected lines remembered per text
 VERDICT_LINE = 1024  # longer lines are not remembered (memory stays bounded)
 
@@ -63,14 +66,23 @@ class Reader:
             candidates = [m for m in candidates if m.pid not in known]
             if not candidates:
                 return []
-        raw = (key if key is not None else chunk[start:stop]).decode("utf-8", "replace").rstrip("\r")
-        segments = [s for s in raw.split("\r") if s.strip()] or [raw]
-        unwrapped = [unwrap(segment) for segment in reversed(segments)]  # once per line, not per pattern
+        data = key if key is not None else chunk[start:stop]
+        raw = data.decode("utf-8", "replace").rstrip("\r")
+        segments = Segments(data, raw)
         before: list[str] | None = None
         accepted: list[int] = []
         for matcher in candidates:
             verdict, before = self._match(
-                matcher, chunk, start, end, line_no, raw, segments, unwrapped, before, prev_tail, next_chunk
+                matcher,
+                chunk,
+                start,
+                end,
+                line_no,
+                raw,
+                segments.newest_first(matcher),
+                before,
+                prev_tail,
+                next_chunk,
             )
             if verdict is True:
                 accepted.append(matcher.pid)
@@ -93,8 +105,7 @@ class Reader:
         end: int,
         line_no: int,
         raw: str,
-        segments: list[str],
-        unwrapped: list[LineFacts],
+        segments: Iterator[tuple[str, LineFacts]],
         before: list[str] | None,
         prev_tail: list[bytes],
         next_chunk: bytes,
@@ -106,7 +117,7 @@ class Reader:
             return lines_after(chunk, end, next_chunk)
 
         verdict: bool | None = None
-        for segment, facts in zip(reversed(segments), unwrapped, strict=True):
+        for segment, facts in segments:
             m = matcher.verify.search(facts.message)
             if matcher.shape is not None:
                 verdict = False  # shapes read the lines after: never remembered
@@ -182,6 +193,45 @@ class Reader:
             result.hits.append(hit)
 
 
+class Segments:
+    """The ``\\r``-separated segments of one line (progress bars rewrite a line with ``\\r``).
+
+    Each is unwrapped once, when a pattern first needs it. On a line of many segments a pattern
+    only reads those its scan form matches: a 4 MB run of progress output is not unwrapped whole.
+    """
+
+    def __init__(self, data: bytes, raw: str) -> None:
+        self.data = data
+        self.texts = raw.split("\r")
+        self.kept = [i for i, text in enumerate(self.texts) if text.strip()]
+        if not self.kept:
+            self.texts, self.kept = [raw], [0]
+        self._facts: dict[int, LineFacts] = {}
+        self._starts: list[int] | None = None
+        self._lines: bytes = b""
+
+    def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
+        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
+        for i in reversed(chosen):
+            if i not in self._facts:
+                self._facts[i] = unwrap(self.texts[i])
+            yield self.texts[i], self._facts[i]
+
+    def _matching(self, matcher: Matcher) -> list[int]:
+        if self._starts is None:
+            pieces = self.data.rstrip(b"\r").split(b"\r")
+            starts, at = [], 0
+            for piece in pieces:
+                starts.append(at)
+                at += len(piece) + 1
+            self._starts = starts
+            # Each segment on a line of its own: ^ and $ hold at its ends, and no match spans two.
+            self._lines = self.data.replace(b"\r", b"\n")
+        kept = set(self.kept)
+        found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
+        return sorted(found & kept)
+
+
 def clip(segment: str, facts: LineFacts, m: re.Match[str] | None, limit: int) -> str:
     """At most ``limit`` characters of a long line: the matched span with the text around it."""
     body = strip_ansi(segment).rstrip("\r\n")
@@ -216,7 +266,7 @@ def lines_before(chunk: bytes, start: int, prev_tail: list[bytes]) -> list[str]:
     if len(out) < BEFORE_LINES and pos < 0:
         out.extend(reversed(prev_tail[-(BEFORE_LINES - len(out)) :]))
     out.reverse()
-    return [x.decode("utf-8", "replace").rstrip("\r") for x in out]
+    return [x[-CONTEXT_LINE:].decode("utf-8", "replace").rstrip("\r") for x in out]
 
 
 def lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
@@ -234,4 +284,4 @@ def lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
             stop = len(source)
         out.append(source[pos:stop])
         pos = stop + 1
-    return [strip_ansi(x.decode("utf-8", "replace")).rstrip("\r") for x in out]
+    return [strip_ansi(x[:CONTEXT_LINE].decode("utf-8", "replace")).rstrip("\r") for x in out]

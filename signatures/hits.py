@@ -39,6 +39,7 @@ LOCATE_PER_CHUNK = 2048  # accepted lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
 HOT_LINES = 4096  # lines of one chunk a pattern flags before the next chunk locates it with Hyperscan
 TAIL_PER_CHUNK = 16  # past its cap, a generic pattern keeps the last accepted lines of a chunk
+PROGRESS_WINDOW = (64 << 10) + 1  # past progress.WHOLE: only the last lines are read
 
 
 def read_text(
@@ -67,7 +68,7 @@ def read_text(
         open_line = _read_chunk(reader, chunk, ids, base, prev_tail, next_chunk, open_line) if ids else set()
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
         base += chunk.count(b"\n")
-        result.progress.extend(progress_lines(chunk, base))
+        result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
@@ -205,6 +206,14 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
             pos = chunk.find(needle, stop) if end >= 0 else -1
     hot[matcher.pid] = steps
     return sorted(found)
+
+
+def _last_part(chunk: bytes) -> bytes:
+    """``chunk``, or of a chunk ending in a very long line, that line's last 64 KB (progress is read
+    from a chunk's last lines: a 4 MB run of progress bars need not be searched whole)."""
+    if len(chunk) > PROGRESS_WINDOW and chunk.rfind(b"\n", len(chunk) - PROGRESS_WINDOW, len(chunk) - 1) < 0:
+        return chunk[-PROGRESS_WINDOW:]
+    return chunk
 
 
 def _lookahead(chunks: Iterator[bytes]) -> Iterator[tuple[bytes, bytes]]:

@@ -85,3 +85,13 @@ def test_a_long_line_shows_the_part_that_matched(library: Library, at: int, max_
     assert d.initiating.line == 1
     assert d.lines_read == 2
     assert d.bytes_read == len(line) + 5
+
+
+@pytest.mark.parametrize("at", [0, 500, 999])
+def test_a_progress_line_of_many_segments_names_the_segment_that_failed(library: Library, at: int) -> None:
+    segments = [f"Epoch 1: {i % 100:3d}%|####| {i}/1000 [00:01<00:10]" for i in range(1000)]
+    segments.insert(at, f"[rank3]: {ERROR}")
+    d = diagnose([Source.from_text("bar.log", "\r".join(segments) + "\nend\n")], library=library)
+    assert d.initiating is not None
+    assert d.initiating.text == f"[rank3]: {ERROR}"
+    assert d.initiating.line == 1
