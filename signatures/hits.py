@@ -65,9 +65,15 @@ def read_text(
         # so removing them keeps every line number.
         chunk = ANSI_BYTES.sub(b"", raw_chunk) if b"\x1b" in raw_chunk else raw_chunk
         ids = first_ends(library.scanner, chunk)
-        open_line = _read_chunk(reader, chunk, ids, base, prev_tail, next_chunk, open_line) if ids else set()
+        counted_to, lines_to = 0, 0  # how far newlines were counted in this chunk, and how many
+        cut_hits: set[int] = set()
+        if ids:
+            cut_hits, counted_to, lines_to = _read_chunk(
+                reader, chunk, ids, base, prev_tail, next_chunk, open_line
+            )
+        open_line = cut_hits
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
-        base += chunk.count(b"\n")
+        base += lines_to + chunk.count(b"\n", counted_to)  # each byte counted once
         result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
@@ -86,8 +92,12 @@ def _read_chunk(
     prev_tail: list[bytes],
     next_chunk: bytes,
     open_line: set[int],
-) -> set[int]:
-    """Verify the lines the scan flagged in ``chunk``; return the patterns hit on its cut last line."""
+) -> tuple[set[int], int, int]:
+    """Verify the lines the scan flagged in ``chunk``.
+
+    Returns the patterns hit on its last line when the chunk cuts it, and how far newlines were
+    counted: (offset, newlines before it).
+    """
     result, matchers = reader.result, reader.library.matchers
     by_line: dict[int, list[Matcher]] = {}
     tails: list[tuple[Matcher, list[int]]] = []
@@ -126,7 +136,7 @@ def _read_chunk(
                 hit_last.add(pid)
     for matcher, starts in tails:
         _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk)
-    return hit_last
+    return hit_last, counted_to, line_no - base
 
 
 def _allowance(matcher: Matcher) -> int:
