@@ -61,6 +61,7 @@ def text_chunks(
     """Re-cut blocks into chunks that end at a newline; check for binary data and bounds."""
     carry = b""
     overlap = 0  # bytes at the start of ``carry`` the last chunk also held
+    clean = True  # ``carry`` holds no newline
     expanded = 0
     checked = False
     for block in blocks:
@@ -76,6 +77,19 @@ def text_chunks(
         if not checked:
             _check_text(name, block)
             checked = True
+        last = block.rfind(b"\n") if clean else -1
+        if last >= 0 and (
+            len(carry) + last + 1 >= limits.chunk_size // 4 or len(carry) + len(block) >= limits.chunk_size
+        ):
+            # The usual case: the chunk is the carry (no newline in it) and the block up to its last
+            # newline, joined in one copy (a whole block that ends in a newline is not copied).
+            if carry:
+                piece = b"".join((carry, memoryview(block)[: last + 1]))
+            else:
+                piece = block if last == len(block) - 1 else block[: last + 1]
+            yield _tagged(piece, overlap)
+            carry, overlap = block[last + 1 :], 0
+            continue
         data = carry + block if carry else block
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -87,10 +101,10 @@ def text_chunks(
             overlap = len(carry) if isinstance(carry, Overlapped) else 0
             continue
         if cut + 1 < limits.chunk_size // 4 and len(data) < limits.chunk_size:
-            carry = data  # keep small pieces together: fewer, larger chunks scan faster
+            carry, clean = data, False  # keep small pieces together: fewer, larger chunks scan faster
             continue
         yield _tagged(data[: cut + 1], overlap)
-        carry, overlap = data[cut + 1 :], 0
+        carry, overlap, clean = data[cut + 1 :], 0, True
     if carry:
         if not checked:
             _check_text(name, carry)
