@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from signatures.demote import DEMOTE_AFTER, bulk_lines, bulk_locate
+from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
@@ -113,6 +113,8 @@ def _read_chunk(
         starts = _demoted(reader, matcher, chunk, first)
         if starts is None:
             starts = _located(matcher, chunk, first, reader.hot)
+            if len(starts) > DEMOTE_AFTER:  # as many lines as demotion takes: filter them in bulk now
+                starts = _bulk_filtered(reader, matcher, chunk, first, starts)
         if past_cap:
             tails.append((matcher, starts))
             continue
@@ -163,15 +165,33 @@ def _read_tail(
 
 def _demoted(reader: Reader, matcher: Matcher, chunk: bytes, first: int) -> list[int] | None:
     """A much-rejected pattern's candidate lines, found in bulk (signatures/demote.py); None: not so."""
-    if reader.rejections.get(matcher.pid, 0) < DEMOTE_AFTER or matcher.shape or matcher.structure:
+    if reader.rejections.get(matcher.pid, 0) < DEMOTE_AFTER:
         return None
-    if not chunk.isascii() or b"\r" in chunk:
-        return None
-    bulk = bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
+    bulk = _bulk(matcher, chunk)
     if bulk is None:
         return None
     locate = matcher.locate
     return [s for s in bulk.starts(chunk, first) if locate.search(chunk, s, _line_end(chunk, s))]
+
+
+def _bulk_filtered(
+    reader: Reader, matcher: Matcher, chunk: bytes, first: int, starts: list[int]
+) -> list[int]:
+    """``starts`` less the lines the bulk form rules out (all of them, when it cannot be used)."""
+    bulk = _bulk(matcher, chunk)
+    if bulk is None:
+        return starts
+    possible = set(bulk.starts(chunk, first))
+    kept = [s for s in starts if s in possible]
+    # Lines ruled out are rejections too: the next chunk goes to the bulk form directly.
+    reader.rejections[matcher.pid] = reader.rejections.get(matcher.pid, 0) + len(starts) - len(kept)
+    return kept
+
+
+def _bulk(matcher: Matcher, chunk: bytes) -> BulkLines | None:
+    if matcher.shape or matcher.structure or not chunk.isascii() or b"\r" in chunk:
+        return None
+    return bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
 
 
 def _line_end(chunk: bytes, start: int) -> int:
