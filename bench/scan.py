@@ -1,16 +1,24 @@
-"""Scanning speed and memory: `denpex diagnose` against ripgrep on the same multi-rank logs.
+"""Scanning speed and memory: `denpex diagnose` against ripgrep with the same patterns.
 
 Not a test. Generates deterministic 64-rank logs (timestamps, tqdm bars, NCCL INFO chatter,
-benign warnings, and a failure cascade near the end: one rank's initiating error, the other
-ranks' NCCL watchdog timeouts, torchrun's ChildFailedError), then times, in the same run:
+benign warnings, and a failure cascade near the end), then, in one run, times:
 
-- `denpex diagnose --json` and `rg -F -f <library literals>` on the same file (median of runs),
-  with MB/s, their ratio, peak RSS and whether the planted initiating line was named;
-- time against file size (linear?), against library size (10, 80, 500 signatures);
-- 16 rank files of 64 MB with 1 and 2 worker processes;
-- a 10 MB log end to end in the CLI, start-up included.
+- `denpex diagnose --json --processes 1` and `--processes 2` (separate columns) against
+  `rg -j1 --no-mmap -c -f ALL`, where ALL is every pattern the engine's scanner searches
+  (fingerprint literals and regexes, engine patterns; case-insensitive ones as `(?i)`): the same
+  pattern set for every tool;
+- a dense-match input (most lines carry a benign mention the verifier rejects), a no-newline
+  input (`\\r`-only progress output, 64 MB) and a start-up row (a 7 KB log);
+- time against library size (10, 80, 500 signatures).
 
-    python bench/scan.py [--quick] [--out bench/out]
+Figures are CPU seconds (user+sys of the child, from wait4's rusage), medians of runs that
+alternate the tools run by run; peak RSS is the child's (for 2 processes, the largest one). rg
+reads with --no-mmap so its RSS is its own memory, not the mapped file. Ratios are denpex / rg:
+in CPU for one process; in wall time for two (what two processes buy is elapsed time; on a
+shared machine it is noisy). Inputs below 128 MB are read in one process even when two are
+allowed (parallel.RANGE_MIN).
+
+    python bench/scan.py [--quick] [--runs 3] [--out bench/out]
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import statistics
@@ -26,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,11 +44,11 @@ PLANTED_RANK = 37
 MB = 1 << 20
 
 
-def generate(path: Path, size: int, *, ranks: int = 64, seed: int = 1) -> None:
-    """Write a deterministic multi-rank training log of about ``size`` bytes."""
+def generate(path: Path, size: int, *, ranks: int = 64, seed: int = 1, reserve: int = 64 * 1024) -> None:
+    """Write a deterministic multi-rank training log of about ``size`` bytes (``reserve``: the cascade's)."""
     rng = random.Random(seed)
     hosts = [f"gpu-node-{i:03d}" for i in range((ranks + 7) // 8)]
-    body = size - 64 * 1024
+    body = size - reserve
     with path.open("w", encoding="utf-8") as out:
         written = 0
         step = 0
@@ -104,118 +114,197 @@ def generate(path: Path, size: int, *, ranks: int = 64, seed: int = 1) -> None:
         out.write(f"  rank      : {PLANTED_RANK} (local_rank: {PLANTED_RANK % 8})\n")
 
 
-def literals_file(path: Path) -> int:
+def patterns_file(path: Path) -> int:
+    """Every pattern the scanner searches, one per line, in the syntax rg reads."""
     from signatures.engine import default_library
 
-    lits = sorted({fp.literal for s in default_library().signatures for fp in s.fingerprints if fp.literal})
-    path.write_text("\n".join(lits) + "\n", encoding="utf-8")
-    return len(lits)
+    lines = [("(?i)" if p.ignore_case else "") + _rust(p.regex) for p in default_library().scan_patterns]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(lines)
 
 
-def run_timed(cmd: list[str], stdout: Path) -> tuple[float, int]:
-    """Wall time and peak RSS (KB) of a child process; stdout goes to a real file."""
-    start = time.perf_counter()
+def _rust(regex: str) -> str:
+    """Python's escapes of characters that need none (re.escape writes "\\ ") are plain in Rust."""
+    return re.sub(
+        r"\\(.)",
+        lambda m: m.group(0) if m.group(1).isalnum() or m.group(1) in RUST_META else m.group(1),
+        regex,
+    )
+
+
+RUST_META = ".+*?()|[]{}^$#&-~\\"
+
+
+def dense(path: Path, size: int) -> None:
+    """Most lines name an exception mid-line (flagged by the scan, rejected by the verifier)."""
+    rng = random.Random(7)
+    with path.open("w", encoding="utf-8") as out:
+        written, i = 0, 0
+        while written < size:
+            i += 1
+            line = (
+                f"[rank{i % 64}]:[2026-11-29 03:{i // 60 % 60:02d}:{i % 60:02d}] step {i} "
+                f"check ValueError: none, continuing (retry {rng.randrange(9)})\n"
+            )
+            out.write(line)
+            written += len(line)
+        out.write(f"[rank{PLANTED_RANK}]:{PLANTED}\n")
+
+
+def no_newline(path: Path, size: int) -> None:
+    """\\r-only progress output with the error in the middle of the run of bars."""
+    with path.open("w", encoding="utf-8") as out:
+        written, i = 0, 0
+        while written < size:
+            i += 1
+            bar = f"\r{i % 100:3d}%|{'#' * (i % 100 // 10):<10}| {i}/9999999 [00:{i % 60:02d}<00:10, 9.9it/s]"
+            if i == 400_000:
+                bar += f"\r[rank{PLANTED_RANK}]:{PLANTED}"
+            out.write(bar)
+            written += len(bar)
+        out.write("\n")
+
+
+@dataclass
+class Run:
+    cpu: float  # user + sys seconds of the child
+    rss_mb: float
+    wall: float = 0.0  # elapsed seconds (on a shared machine: read with care)
+
+
+def run_once(cmd: list[str], stdout: Path) -> Run:
+    began = time.perf_counter()
     with stdout.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
         _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # rg -c exits 1 when nothing matched
         err = proc.stderr.read().decode() if proc.stderr else ""
         raise SystemExit(f"command failed ({' '.join(cmd[:4])} ...): {err.strip()}")
-    return elapsed, usage.ru_maxrss
+    if proc.stderr:
+        proc.stderr.close()
+    return Run(usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, time.perf_counter() - began)
 
 
-def median_run(cmd: list[str], out: Path, runs: int) -> tuple[float, int]:
-    times, rss = [], 0
+def alternated(cmds: dict[str, list[str]], out: Path, runs: int) -> dict[str, Run]:
+    """Median CPU and max RSS of each command, the commands taking turns run by run."""
+    got: dict[str, list[Run]] = {name: [] for name in cmds}
     for _ in range(runs):
-        t, r = run_timed(cmd, out)
-        times.append(t)
-        rss = max(rss, r)
-    return statistics.median(times), rss
+        for name, cmd in cmds.items():
+            got[name].append(run_once(cmd, out / f"{name}.out"))
+    return {
+        name: Run(
+            statistics.median(r.cpu for r in rs),
+            max(r.rss_mb for r in rs),
+            statistics.median(r.wall for r in rs),
+        )
+        for name, rs in got.items()
+    }
 
 
-def denpex_cmd(*files: Path, extra: list[str] | None = None) -> list[str]:
-    return [sys.executable, "-m", "bot.cli", "diagnose", "--json", *(extra or []), *map(str, files)]
+def denpex_cmd(*files: Path, procs: int = 1, extra: list[str] | None = None) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "bot.cli",
+        "diagnose",
+        "--json",
+        "--processes",
+        str(procs),
+        *(extra or []),
+        *map(str, files),
+    ]
 
 
-def planted_found(out: Path) -> bool:
+def named(out: Path) -> bool:
     data = json.loads(out.read_text())
     init = data.get("initiating") or {}
     return PLANTED in (init.get("text") or "") and init.get("rank") == PLANTED_RANK
 
 
+def compare(
+    label: str, log: Path, rg: str | None, pats: Path, out: Path, runs: int, procs: bool = True
+) -> None:
+    cmds = {"d1": denpex_cmd(log)}
+    if procs:
+        cmds["d2"] = denpex_cmd(log, procs=2)
+    if rg:
+        cmds["rg"] = [rg, "-j1", "--no-mmap", "-c", "-f", str(pats), str(log)]
+    res = alternated(cmds, out, runs)
+    found = named(out / "d1.out")
+    mb = log.stat().st_size / MB
+    r = res.get("rg")
+    d2 = res.get("d2")
+    cols = [
+        label,
+        f"{mb:.0f}",
+        f"{res['d1'].cpu:.2f}",
+        f"{mb / res['d1'].cpu:.0f}",
+        f"{r.cpu:.2f}" if r else "rg absent",
+        f"**{res['d1'].cpu / r.cpu:.2f}**" if r else "-",
+        f"{d2.cpu:.2f}" if d2 else "-",
+        f"{d2.wall / r.wall:.2f}" if r and d2 else "-",
+        f"{res['d1'].rss_mb:.0f}",
+        f"{d2.rss_mb:.0f}" if d2 else "-",
+        f"{r.rss_mb:.0f}" if r else "-",
+        str(found),
+    ]
+    print("| " + " | ".join(cols) + " |", flush=True)
+
+
+HEADER = (
+    "| input | MB | denpex 1 proc CPU s | MB/s | rg -j1 CPU s | 1 proc / rg (CPU) | denpex 2 procs CPU s | "
+    "2 procs / rg (wall) | RSS 1 proc MB | RSS 2 procs MB (per process) | rg RSS MB | planted line named |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
-    parser.add_argument("--quick", action="store_true", help="100 MB instead of 1 GB, fewer runs")
+    parser.add_argument("--quick", action="store_true", help="100 MB instead of 1 GB")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rg = shutil.which("rg")
-    big = 100 * MB if args.quick else 1024 * MB
-    sizes = [100 * MB, 256 * MB, 512 * MB, big] if not args.quick else [25 * MB, 50 * MB, 100 * MB]
-    lits = args.out / "literals.txt"
-    n_lits = literals_file(lits)
-    print(f"library literals: {n_lits}; ripgrep: {rg or 'not installed (apt-get install ripgrep)'}")
-
-    print("\n## Single file, full library")
-    print(
-        "| size | denpex s | denpex MB/s | rg s | rg MB/s | ratio (denpex/rg) | denpex peak RSS MB | planted line named |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for size in sorted(set(sizes)):
+    pats = args.out / "patterns.txt"
+    n = patterns_file(pats)
+    print(f"patterns (the scanner's whole set, for every tool): {n}")
+    print(f"ripgrep: {rg or 'NOT INSTALLED: rg columns are empty (apt-get install ripgrep)'}")
+    print(f"runs: {args.runs}, alternated; figures are medians of child CPU seconds (user+sys)\n")
+    print(HEADER)
+    made: list[Path] = []
+    sizes = [10 * MB, 100 * MB] + ([] if args.quick else [1024 * MB])
+    for size in sizes:
         log = args.out / f"multirank-{size // MB}MB.log"
         if not log.exists() or abs(log.stat().st_size - size) > 2 * MB:
             generate(log, size)
-        real = log.stat().st_size / MB
-        t, rss = median_run(denpex_cmd(log), args.out / "denpex.json", args.runs)
-        found = planted_found(args.out / "denpex.json")
-        if rg:
-            trg, _ = median_run([rg, "-F", "-f", str(lits), str(log)], args.out / "rg.txt", args.runs)
-            rg_cols = f"{trg:.2f} | {real / trg:.0f} | {t / trg:.2f}"
-        else:
-            rg_cols = "- | - | -"
-        print(f"| {real:.0f} MB | {t:.2f} | {real / t:.0f} | {rg_cols} | {rss / 1024:.0f} | {found} |")
+        made.append(log)
+        compare("multi-rank log", log, rg, pats, args.out, args.runs)
+    log = args.out / "dense.log"
+    dense(log, 50 * MB)
+    made.append(log)
+    compare("dense matches", log, rg, pats, args.out, args.runs, procs=False)
+    log = args.out / "no-newline.log"
+    no_newline(log, 64 * MB)
+    made.append(log)
+    compare("no newline (\\r only)", log, rg, pats, args.out, args.runs, procs=False)
+    small = args.out / "small-7KB.log"
+    generate(small, 7 * 1024, ranks=8, reserve=3 * 1024)
+    made.append(small)
+    compare("start-up (7 KB log)", small, rg, pats, args.out, max(args.runs, 5), procs=False)
 
-    print("\n## Library size (100 MB file)")
+    print("\n## Library size (100 MB multi-rank log, 1 process, CPU s)")
     log = args.out / "multirank-100MB.log"
-    if not log.exists():
-        generate(log, 100 * MB)
-    print("| signatures | seconds |")
-    print("|---|---|")
+    print("| signatures | CPU s |\n|---|---|")
     for count in (10, 80, 500):
         with tempfile.TemporaryDirectory() as tmp:
             lib = _library_of_size(Path(tmp), count)
-            t, _ = median_run(
-                denpex_cmd(log, extra=["--library", str(lib)]), args.out / "lib.json", args.runs
-            )
-        print(f"| {count} | {t:.2f} |")
-
-    print("\n## 16 rank files of 64 MB (32 MB with --quick)")
-    each = 32 * MB if args.quick else 64 * MB
-    files = []
-    for r in range(16):
-        path = args.out / f"rank{r:02d}-{each // MB}MB.log"
-        if not path.exists():
-            generate(path, each, seed=100 + r)
-        files.append(path)
-    total = sum(p.stat().st_size for p in files) / MB
-    results = {}
-    for procs in (1, 2):
-        t, _ = median_run(
-            denpex_cmd(*files, extra=["--processes", str(procs)]), args.out / "multi.json", args.runs
-        )
-        results[procs] = t
-        named = json.loads((args.out / "multi.json").read_text()).get("initiating") or {}
-        print(f"- {procs} process(es): {t:.2f} s, {total / t:.0f} MB/s, initiating rank {named.get('rank')}")
-    print(f"- speed-up with 2 processes: {results[1] / results[2]:.2f}x")
-
-    print("\n## 10 MB log, CLI end to end (start-up included)")
-    small = args.out / "multirank-10MB.log"
-    if not small.exists():
-        generate(small, 10 * MB)
-    t, _ = median_run(denpex_cmd(small), args.out / "small.json", max(args.runs, 5))
-    print(f"- {t:.2f} s, planted line named: {planted_found(args.out / 'small.json')}")
+            res = alternated({"lib": denpex_cmd(log, extra=["--library", str(lib)])}, args.out, args.runs)
+        print(f"| {count} | {res['lib'].cpu:.2f} |")
+    if not args.keep:
+        for path in made:
+            path.unlink(missing_ok=True)
     return 0
 
 

@@ -3,106 +3,43 @@
 Line numbers come from counting newlines with ``bytes.count``; context comes from the chunk
 itself and from the tails of its neighbours (one chunk of look-ahead), so memory stays bounded
 by a few chunks whatever the file's size.
+
+A pattern may claim a number of *accepted* lines per chunk: lines the scanner flags and the
+verifier rejects cost time, never a missed line further on.
 """
 
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from typing import cast
 
-from signatures.environment import read_fact
+from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate
+from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
-from signatures.lines import LineFacts, rank_from_name, strip_ansi, unwrap
+from signatures.lines import rank_from_name
 from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.progress import progress_lines
-from signatures.shapes import shape_holds
-from signatures.structure import Sighting
-from signatures.tracebacks import TracebackView, is_advice, read_traceback
+from signatures.scan import first_ends
+from signatures.textscan import Hit, TextScan
+
+__all__ = [
+    "AFTER_LINES",
+    "BEFORE_LINES",
+    "CONTEXT_KEPT",
+    "MAX_TEXT",
+    "TAIL_KEPT",
+    "Hit",
+    "TextScan",
+    "read_text",
+]
 
 _TEXT = re.compile(rb"\S")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
-BEFORE_LINES = 60  # enough to walk a traceback back to its header
-AFTER_LINES = 12
-MAX_TEXT = 2000  # a longer line (a \r progress bar) keeps only the matching segment
-CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
-LOCATE_PER_CHUNK = 2048  # lines one pattern may claim in one chunk
+LOCATE_PER_CHUNK = 2048  # accepted lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
-# Past its cap, a generic pattern (an error shape, an exception line) keeps being read in the last
-# lines of each chunk, and its newest hits are kept: a log with a thousand handled ERROR records
-# still shows the failure at its end.
-TAILED = (Kind.SHAPE, Kind.EXCEPTION)
-TAIL_PER_CHUNK = 16
-TAIL_KEPT = 64
-
-
-@dataclass
-class Hit:
-    """A verified match of one pattern on one line."""
-
-    matcher: Matcher
-    file_index: int
-    file: str
-    line: int
-    text: str
-    facts: LineFacts
-    groups: dict[str, str]
-    view: TracebackView
-    before: tuple[str, ...] = ()
-    after: tuple[str, ...] = ()
-
-    @property
-    def rank(self) -> int | None:
-        """The global rank the line names (a fingerprint's group, a prefix or the message)."""
-        value = self.groups.get("rank")
-        return int(value) if value is not None and value.isdigit() else self.facts.rank
-
-    @property
-    def local_rank(self) -> int | None:
-        """The launcher's per-node index of the process, when the line names one."""
-        value = self.groups.get("local_rank")
-        return int(value) if value is not None and value.isdigit() else self.facts.local_rank
-
-    @property
-    def host(self) -> str | None:
-        return self.groups.get("host") or self.facts.host
-
-
-@dataclass
-class TextScan:
-    """What one text held: its hits, size and environment facts."""
-
-    name: str
-    file_index: int
-    name_rank: int | None = None  # the rank the file's name gives, when it gives one
-    lines: int = 0
-    bytes: int = 0
-    hits: list[Hit] = field(default_factory=list)
-    counts: dict[int, int] = field(default_factory=dict)  # verified hits per pattern, past caps too
-    facts: dict[str, str] = field(default_factory=dict)
-    progress: list[tuple[int, str]] = field(default_factory=list)  # the newest progress lines kept
-    has_text: bool = False  # any character but white space
-    sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
-    # Generic hits past a pattern's cap: the newest are kept, since a run fails at its end.
-    tail: dict[int, deque[Hit]] = field(default_factory=dict)
-
-    def renumber(self, file_index: int) -> None:
-        """Give this text its place among all texts of a diagnosis."""
-        self.file_index = file_index
-        for hit in self.hits:
-            hit.file_index = file_index
-        self.sightings = [replace(s, file_index=file_index) for s in self.sightings]
-
-    def detach(self) -> None:
-        """Replace matchers by their ids, so the scan pickles small across processes."""
-        for hit in self.hits:
-            hit.matcher = cast(Matcher, hit.matcher.pid)
-
-    def attach(self, library: Library) -> None:
-        for hit in self.hits:
-            hit.matcher = library.matchers[cast(int, hit.matcher)]
+HOT_LINES = 4096  # lines of one chunk a pattern flags before the next chunk locates it with Hyperscan
+TAIL_PER_CHUNK = 16  # past its cap, a generic pattern keeps the last accepted lines of a chunk
+PROGRESS_WINDOW = (64 << 10) + 1  # past progress.WHOLE: only the last lines are read
 
 
 def read_text(
@@ -123,90 +60,198 @@ def read_text(
     earlier pieces held: its counts (so patterns past their cap stay past it) and facts carry on.
     """
     result = TextScan(name=name, file_index=file_index, name_rank=rank_from_name(name))
+    reader = Reader(result, library)
     if seen is not None:
         result.counts = dict(seen.counts)
-    scanner = library.scanner
-    matchers = library.matchers
-    kept_context: dict[int, int] = {}
-    done_facts: set[str] = set(seen.facts) if seen is not None else set()
+        reader.done_facts = set(seen.facts)
     prev_tail = list(prev_tail or [])
     base = 0  # lines before the current chunk
-
-    window = _lookahead(chunks, following)
-    for raw_chunk, next_chunk in window:
-        result.bytes += len(raw_chunk)
+    open_line: set[int] = set()  # patterns already hit on a line the last chunk cut short
+    for raw_chunk, next_chunk in _lookahead(chunks, following):
+        result.bytes += len(raw_chunk) - getattr(raw_chunk, "overlap", 0)
         # Colour codes can sit inside a message (coloured tracebacks); they never hold a newline,
         # so removing them keeps every line number.
         chunk = ANSI_BYTES.sub(b"", raw_chunk) if b"\x1b" in raw_chunk else raw_chunk
-        ids = scanner.scan(chunk)
+        ids = first_ends(library.scanner, chunk)
+        counted_to, lines_to = 0, 0  # how far newlines were counted in this chunk, and how many
+        cut_hits: set[int] = set()
         if ids:
-            by_line: dict[int, list[Matcher]] = {}
-            for pid in sorted(ids):  # pattern order, whatever the backend: the first fact wins
-                matcher = matchers[pid]
-                past_cap = result.counts.get(pid, 0) >= matcher.cap
-                if past_cap and matcher.kind not in TAILED:
-                    continue
-                if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in done_facts:
-                    continue
-                limit = LOCATE_FACT if matcher.kind is Kind.FACT else LOCATE_PER_CHUNK
-                starts = _located(matcher, chunk, limit)
-                for start in starts[-TAIL_PER_CHUNK:] if past_cap else starts:
-                    entries = by_line.setdefault(start, [])
-                    if matcher not in entries:
-                        entries.append(matcher)
-            counted_to, line_no = 0, base
-            for start in sorted(by_line):
-                line_no += chunk.count(b"\n", counted_to, start)
-                counted_to = start
-                _record_line(
-                    result,
-                    library,
-                    chunk,
-                    start,
-                    line_no + 1,
-                    by_line[start],
-                    prev_tail,
-                    next_chunk,
-                    kept_context,
-                    done_facts,
-                )
+            cut_hits, counted_to, lines_to = _read_chunk(
+                reader, chunk, ids, base, prev_tail, next_chunk, open_line
+            )
+        open_line = cut_hits
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
-        newlines = chunk.count(b"\n")
-        base += newlines
-        result.progress.extend(progress_lines(chunk, base))
+        base += lines_to + chunk.count(b"\n", counted_to)  # each byte counted once
+        result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
     for tail in result.tail.values():
-        result.hits.extend(tail)
+        result.hits.extend(sorted(tail, key=lambda h: h.line))
     result.tail.clear()
     return result
 
 
-def _located(matcher: Matcher, chunk: bytes, limit: int) -> list[int]:
-    """Starts of the lines of ``chunk`` that may match ``matcher`` (at most ``limit``, in order).
+def _read_chunk(
+    reader: Reader,
+    chunk: bytes,
+    ids: dict[int, int],
+    base: int,
+    prev_tail: list[bytes],
+    next_chunk: bytes,
+    open_line: set[int],
+) -> tuple[set[int], int, int]:
+    """Verify the lines the scan flagged in ``chunk``.
 
-    A pattern on every line of a chunk stops at ``limit``: later chunks still get their turn.
+    Returns the patterns hit on its last line when the chunk cuts it, and how far newlines were
+    counted: (offset, newlines before it).
     """
+    result, matchers = reader.result, reader.library.matchers
+    by_line: dict[int, list[Matcher]] = {}
+    tails: list[tuple[Matcher, list[int]]] = []
+    for pid in sorted(ids):  # pattern order, whatever the backend: the first fact wins
+        matcher = matchers[pid]
+        if matcher.kind is Kind.FACT and matcher.fact and matcher.fact.key in reader.done_facts:
+            continue
+        past_cap = result.counts.get(pid, 0) >= matcher.cap
+        if past_cap and matcher.kind not in TAILED:
+            continue
+        # Lines before the first match cannot match: locating starts at the first match's line.
+        first = chunk.rfind(b"\n", 0, ids[pid]) + 1
+        starts = _demoted(reader, matcher, chunk, first)
+        if starts is None:
+            starts = _located(matcher, chunk, first, reader.hot)
+            if len(starts) > DEMOTE_AFTER:  # as many lines as demotion takes: filter them in bulk now
+                starts = _bulk_filtered(reader, matcher, chunk, first, starts)
+        if past_cap:
+            tails.append((matcher, starts))
+            continue
+        for start in starts:
+            by_line.setdefault(start, []).append(matcher)
+    if open_line and 0 in by_line:  # the rest of a line the last chunk held the start of
+        by_line[0] = [m for m in by_line[0] if m.pid not in open_line]
+    claimed: dict[int, int] = {}
+    last_start = -1 if chunk.endswith(b"\n") else chunk.rfind(b"\n") + 1
+    hit_last: set[int] = set(open_line) if last_start == 0 else set()
+    counted_to, line_no = 0, base
+    for start in sorted(by_line):
+        live = [m for m in by_line[start] if claimed.get(m.pid, 0) < _allowance(m)]
+        if not live:
+            continue
+        line_no += chunk.count(b"\n", counted_to, start)
+        counted_to = start
+        for pid in reader.line(chunk, start, line_no + 1, live, prev_tail, next_chunk):
+            claimed[pid] = claimed.get(pid, 0) + 1
+            if start == last_start:
+                hit_last.add(pid)
+    for matcher, starts in tails:
+        _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk)
+    return hit_last, counted_to, line_no - base
+
+
+def _allowance(matcher: Matcher) -> int:
+    return LOCATE_FACT if matcher.kind is Kind.FACT else LOCATE_PER_CHUNK
+
+
+def _read_tail(
+    reader: Reader,
+    chunk: bytes,
+    matcher: Matcher,
+    starts: list[int],
+    base: int,
+    prev_tail: list[bytes],
+    next_chunk: bytes,
+) -> None:
+    """Past its cap, a generic pattern's last accepted lines of the chunk, walking back from the end."""
+    accepted = 0
+    for start in reversed(starts):
+        if accepted >= TAIL_PER_CHUNK:
+            break
+        line_no = base + chunk.count(b"\n", 0, start) + 1
+        accepted += len(reader.line(chunk, start, line_no, [matcher], prev_tail, next_chunk))
+
+
+def _demoted(reader: Reader, matcher: Matcher, chunk: bytes, first: int) -> list[int] | None:
+    """A much-rejected pattern's candidate lines, found in bulk (signatures/demote.py); None: not so."""
+    if reader.rejections.get(matcher.pid, 0) < DEMOTE_AFTER:
+        return None
+    bulk = _bulk(matcher, chunk)
+    if bulk is None:
+        return None
+    locate = matcher.locate
+    return [s for s in bulk.starts(chunk, first) if locate.search(chunk, s, _line_end(chunk, s))]
+
+
+def _bulk_filtered(
+    reader: Reader, matcher: Matcher, chunk: bytes, first: int, starts: list[int]
+) -> list[int]:
+    """``starts`` less the lines the bulk form rules out (all of them, when it cannot be used)."""
+    bulk = _bulk(matcher, chunk)
+    if bulk is None:
+        return starts
+    possible = set(bulk.starts(chunk, first))
+    kept = [s for s in starts if s in possible]
+    # Lines ruled out are rejections too: the next chunk goes to the bulk form directly.
+    reader.rejections[matcher.pid] = reader.rejections.get(matcher.pid, 0) + len(starts) - len(kept)
+    return kept
+
+
+def _bulk(matcher: Matcher, chunk: bytes) -> BulkLines | None:
+    if matcher.shape or matcher.structure or not chunk.isascii() or b"\r" in chunk:
+        return None
+    return bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
+
+
+def _line_end(chunk: bytes, start: int) -> int:
+    end = chunk.find(b"\n", start)
+    return end if end >= 0 else len(chunk)
+
+
+def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int] | None = None) -> list[int]:
+    """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order.
+
+    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern) is
+    located by Hyperscan: one pass in C instead of a step per line.
+    """
+    hot = {} if hot is None else hot
+    if hot.get(matcher.pid, 0) > HOT_LINES:
+        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        if bulk is not None:
+            return bulk.starts(chunk, first)
+    steps = 0
     if not matcher.needles:
         starts: list[int] = []
-        for m in matcher.locate.finditer(chunk):
-            if len(starts) >= limit:
-                break
-            starts.append(chunk.rfind(b"\n", 0, m.start()) + 1)
+        last = -1
+        for m in matcher.locate.finditer(chunk, first):
+            start = chunk.rfind(b"\n", 0, m.start()) + 1
+            steps += 1
+            if start != last:
+                starts.append(start)
+                last = start
+        hot[matcher.pid] = steps
         return starts
     # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
     found: set[int] = set()
     for needle in matcher.needles:
-        pos = chunk.find(needle)
-        while pos >= 0 and len(found) < limit:
+        pos = chunk.find(needle, first)
+        while pos >= 0:
             start = chunk.rfind(b"\n", 0, pos) + 1
             end = chunk.find(b"\n", pos)
             stop = end if end >= 0 else len(chunk)
+            steps += 1
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
             pos = chunk.find(needle, stop) if end >= 0 else -1
+    hot[matcher.pid] = steps
     return sorted(found)
+
+
+def _last_part(chunk: bytes) -> bytes:
+    """``chunk``, or of a chunk ending in a very long line, that line's last 64 KB (progress is read
+    from a chunk's last lines: a 4 MB run of progress bars need not be searched whole)."""
+    if len(chunk) > PROGRESS_WINDOW and chunk.rfind(b"\n", len(chunk) - PROGRESS_WINDOW, len(chunk) - 1) < 0:
+        return chunk[-PROGRESS_WINDOW:]
+    return chunk
 
 
 def _lookahead(chunks: Iterator[bytes], last: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
@@ -215,131 +260,6 @@ def _lookahead(chunks: Iterator[bytes], last: bytes = b"") -> Iterator[tuple[byt
         following = next(chunks, None)
         yield current, following or last
         current = following
-
-
-def _record_line(
-    result: TextScan,
-    library: Library,
-    chunk: bytes,
-    start: int,
-    line_no: int,
-    candidates: list[Matcher],
-    prev_tail: list[bytes],
-    next_chunk: bytes,
-    kept_context: dict[int, int],
-    done_facts: set[str],
-) -> None:
-    end = chunk.find(b"\n", start)
-    raw = chunk[start : end if end >= 0 else len(chunk)].decode("utf-8", "replace").rstrip("\r")
-    segments = [s for s in raw.split("\r") if s.strip()] or [raw]
-    before_lines: list[str] | None = None
-    unwrapped = [unwrap(segment) for segment in reversed(segments)]  # once per line, not per pattern
-    for matcher in candidates:
-        for segment, facts in zip(reversed(segments), unwrapped, strict=True):
-            m = matcher.verify.search(facts.message)
-            if matcher.shape is not None:
-                if not shape_holds(
-                    matcher.shape, segment, facts, m is not None, lambda: _lines_after(chunk, end, next_chunk)
-                ):
-                    continue
-            elif m is None:
-                continue
-            if any(x.search(facts.message) for x in matcher.excludes):
-                break
-            if matcher.kind is Kind.FACT:
-                assert matcher.fact is not None
-                value = read_fact(matcher.fact, facts.message)
-                if value and matcher.fact.key not in result.facts:
-                    result.facts[matcher.fact.key] = value
-                    done_facts.add(matcher.fact.key)
-                break
-            if is_advice(facts.message):
-                break
-            if before_lines is None:
-                before_lines = _lines_before(chunk, start, prev_tail)
-            if matcher.structure is not None:
-                sighting = matcher.structure.read(
-                    result.file_index,
-                    line_no,
-                    facts,
-                    before_lines,
-                    lambda: _lines_after(chunk, end, next_chunk),
-                )
-                if sighting is not None:
-                    result.sightings.append(sighting)
-                    result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
-                break
-            view = read_traceback(facts.message, before_lines)
-            if view.echo or view.frame:
-                break
-            result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
-            keep_context = (
-                kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE
-            )
-            # Only hits that may be shown keep long text; the rest are counted and grouped.
-            limit = MAX_TEXT if keep_context else 300
-            text = raw if len(raw) <= limit else segment[:limit]
-            hit = Hit(
-                matcher=matcher,
-                file_index=result.file_index,
-                file=result.name,
-                line=line_no,
-                text=text,
-                facts=facts,
-                groups={k: v for k, v in m.groupdict().items() if v is not None} if m else {},
-                view=view,
-            )
-            if keep_context:
-                kept_context[matcher.pid] = kept_context.get(matcher.pid, 0) + 1
-                hit.before = tuple(_short(x) for x in before_lines[-AFTER_LINES:])
-                hit.after = tuple(_short(x) for x in _lines_after(chunk, end, next_chunk))
-                if view.assert_offset is not None:
-                    hit.before = tuple(
-                        _short(x) for x in before_lines[-max(AFTER_LINES, view.assert_offset) :]
-                    )
-            if matcher.kind in TAILED and result.counts[matcher.pid] > matcher.cap:
-                result.tail.setdefault(matcher.pid, deque(maxlen=TAIL_KEPT)).append(hit)
-            else:
-                result.hits.append(hit)
-            break
-
-
-def _short(line: str) -> str:
-    return line if len(line) <= 500 else line[:500] + " …"
-
-
-def _lines_before(chunk: bytes, start: int, prev_tail: list[bytes]) -> list[str]:
-    """Up to BEFORE_LINES raw lines above ``start``, oldest first, crossing into the previous chunk."""
-    out: list[bytes] = []
-    pos = start - 1  # the newline ending the previous line
-    while len(out) < BEFORE_LINES and pos > 0:
-        begin = chunk.rfind(b"\n", 0, pos) + 1
-        out.append(chunk[begin:pos])
-        pos = begin - 1
-    if pos == 0 and len(out) < BEFORE_LINES:
-        out.append(b"")  # the chunk started with an empty line
-    if len(out) < BEFORE_LINES and pos < 0:
-        out.extend(reversed(prev_tail[-(BEFORE_LINES - len(out)) :]))
-    out.reverse()
-    return [x.decode("utf-8", "replace").rstrip("\r") for x in out]
-
-
-def _lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
-    out: list[bytes] = []
-    pos = end + 1 if end >= 0 else len(chunk)
-    source = chunk
-    while len(out) < AFTER_LINES:
-        if pos >= len(source):
-            if source is next_chunk or not next_chunk:
-                break
-            source, pos = next_chunk, 0
-            continue
-        stop = source.find(b"\n", pos)
-        if stop < 0:
-            stop = len(source)
-        out.append(source[pos:stop])
-        pos = stop + 1
-    return [strip_ansi(x.decode("utf-8", "replace")).rstrip("\r") for x in out]
 
 
 def _tail_lines(chunk: bytes, n: int) -> list[bytes]:

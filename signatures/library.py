@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 
 from signatures.environment import FACTS, FactPattern
@@ -58,14 +59,26 @@ class Matcher:
     pid: int
     kind: Kind
     signature: Signature | None
-    verify: re.Pattern[str]
-    locate: re.Pattern[bytes]
+    # Compiled on first use (most patterns are never found in a given log): start-up stays short.
+    verify_source: re.Pattern[str] | tuple[str, int]
+    locate_source: tuple[bytes, int]
     excludes: tuple[re.Pattern[str], ...]
     cap: int
     fact: FactPattern | None = None
     shape: Shape | None = None
     structure: StructurePattern | None = None
     needles: tuple[bytes, ...] = ()  # literals to locate lines with, when the regex would be slow
+
+    @cached_property
+    def verify(self) -> re.Pattern[str]:
+        """Checks a line's unwrapped message."""
+        source = self.verify_source
+        return source if isinstance(source, re.Pattern) else re.compile(*source)
+
+    @cached_property
+    def locate(self) -> re.Pattern[bytes]:
+        """The scan form over raw bytes (multi-line): finds the lines that may match."""
+        return re.compile(*self.locate_source)
 
 
 @dataclass(frozen=True)
@@ -74,12 +87,16 @@ class FrameRule:
     pattern: re.Pattern[str]
 
 
-def _verify_regex(fp: Fingerprint) -> re.Pattern[str]:
+def _verify_source(fp: Fingerprint) -> tuple[str, int]:
     flags = re.IGNORECASE if fp.ignore_case else 0
     if fp.literal is not None:
-        return re.compile(literal_to_regex(fp.literal), flags)
+        return literal_to_regex(fp.literal), flags
     assert fp.regex is not None
-    return re.compile(fp.regex, flags)
+    return fp.regex, flags
+
+
+def _verify_regex(fp: Fingerprint) -> re.Pattern[str]:
+    return re.compile(*_verify_source(fp))
 
 
 def _scan_regex(fp: Fingerprint) -> str:
@@ -89,8 +106,8 @@ def _scan_regex(fp: Fingerprint) -> str:
     return scan_form(fp.regex)
 
 
-def _locate(regex: str, ignore_case: bool) -> re.Pattern[bytes]:
-    return re.compile(regex.encode("utf-8"), re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+def _locate(regex: str, ignore_case: bool) -> tuple[bytes, int]:
+    return regex.encode("utf-8"), re.MULTILINE | (re.IGNORECASE if ignore_case else 0)
 
 
 class Library:
@@ -111,7 +128,7 @@ class Library:
             kind: Kind,
             sig: Signature | None,
             scan: str,
-            verify: re.Pattern[str],
+            verify: re.Pattern[str] | tuple[str, int],
             ignore_case: bool,
             excludes: tuple[re.Pattern[str], ...],
             cap: int,
@@ -145,7 +162,7 @@ class Library:
                     Kind.SIGNATURE,
                     sig,
                     _scan_regex(fp),
-                    _verify_regex(fp),
+                    _verify_source(fp),
                     fp.ignore_case,
                     excludes,
                     cap,

@@ -8,16 +8,13 @@ exists for platforms with neither, and as the reference the others are tested ag
 
 from __future__ import annotations
 
-import hashlib
-import os
-import platform
+import importlib.util
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from signatures.loader import cache_dir
+from signatures.scandb import database_key, load_database, save_database
 
 
 @dataclass(frozen=True)
@@ -44,6 +41,14 @@ class Scanner(Protocol):
         ...
 
 
+def first_ends(scanner: Scanner, chunk: bytes) -> dict[int, int]:
+    """Matching pattern ids and, where the backend tells, where a first match ends (else 0)."""
+    ends = getattr(scanner, "first_ends", None)
+    if ends is not None:
+        return dict(ends(chunk))
+    return dict.fromkeys(scanner.scan(chunk), 0)
+
+
 class HyperscanScanner:
     name = "hyperscan"
 
@@ -54,56 +59,39 @@ class HyperscanScanner:
         expressions = [p.regex.encode("utf-8") for p in patterns]
         flags = [base | (hyperscan.HS_FLAG_CASELESS if p.ignore_case else 0) for p in patterns]
         ids = [p.id for p in patterns]
-        cached = _cache_path(hyperscan, expressions, flags, ids)
-        if cached is not None and cached.exists():
+        self._hyperscan = hyperscan
+        self.key = database_key(hyperscan, expressions, flags, ids)
+        data = load_database(self.key)
+        if data is not None:
             try:
-                self.db = hyperscan.loadb(cached.read_bytes(), hyperscan.HS_MODE_BLOCK)
+                self.db = hyperscan.loadb(data, hyperscan.HS_MODE_BLOCK)
                 self.db.scratch = hyperscan.Scratch(self.db)  # a loaded database has none
                 return
-            except (hyperscan.error, OSError):
-                pass  # a stale or foreign cache file: compile afresh
+            except hyperscan.error:
+                pass  # a stale or foreign file: compile afresh
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         try:
             self.db.compile(expressions=expressions, ids=ids, elements=len(patterns), flags=flags)
         except hyperscan.error as exc:
             raise ScanCompileError(_hs_index(str(exc)), f"hyperscan cannot compile it: {exc}") from None
-        if cached is not None:
-            _write_cache(cached, hyperscan.dumpb(self.db))
+        save_database(self.key, self.dump())
+
+    def dump(self) -> bytes:
+        """The compiled database, as ``hyperscan.loadb`` reads it back."""
+        return bytes(self._hyperscan.dumpb(self.db))
 
     def scan(self, chunk: bytes) -> set[int]:
-        found: set[int] = set()
+        return set(self.first_ends(chunk))
+
+    def first_ends(self, chunk: bytes) -> dict[int, int]:
+        """Each matching pattern's id and where its first match ends: locating starts there."""
+        found: dict[int, int] = {}
 
         def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
-            found.add(pid)
+            found.setdefault(pid, end)
 
         self.db.scan(chunk, match_event_handler=on_match)
         return found
-
-
-def _cache_path(hyperscan: Any, expressions: list[bytes], flags: list[int], ids: list[int]) -> Path | None:
-    """Where the compiled database of exactly these patterns is cached (compiling costs ~0.3 s).
-
-    ``DENPEX_CACHE_DIR`` chooses the folder; set it to an empty string to disable the cache.
-    """
-    base = cache_dir()
-    if base is None:
-        return None
-    digest = hashlib.sha256()
-    digest.update(str(getattr(hyperscan, "__version__", "")).encode())
-    digest.update(platform.machine().encode())
-    for expr, flag, pid in zip(expressions, flags, ids, strict=True):
-        digest.update(b"%d\0%d\0%s\0" % (pid, flag, expr))
-    return base / f"hyperscan-{digest.hexdigest()[:32]}.db"
-
-
-def _write_cache(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)  # atomic: a concurrent reader never sees half a file
-    except OSError:
-        pass  # a read-only home is fine: we compile each time
 
 
 def _hs_index(message: str) -> int | None:
@@ -159,16 +147,9 @@ BACKENDS: dict[str, Callable[[Sequence[ScanPattern]], Scanner]] = {
 
 
 def available_backends() -> list[str]:
-    """Backends whose module imports here, fastest first."""
-    names = []
-    for name, module in (("hyperscan", "hyperscan"), ("re2", "re2")):
-        try:
-            __import__(module)
-        except ImportError:
-            continue
-        names.append(name)
-    names.append("python")
-    return names
+    """Backends whose module is installed here, fastest first (found without importing them)."""
+    names = [name for name in ("hyperscan", "re2") if importlib.util.find_spec(name) is not None]
+    return [*names, "python"]
 
 
 def make_scanner(patterns: Sequence[ScanPattern], backend: str | None = None) -> Scanner:

@@ -18,11 +18,12 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, BinaryIO, Protocol
+from typing import IO, BinaryIO
 
+from signatures.chunks import Budget, Limits, text_chunks
+from signatures.chunks import size_text as _size
 from signatures.errors import (
     ArchiveTooDeep,
-    BinaryInput,
     CorruptArchive,
     DecompressionBomb,
     InputTooLarge,
@@ -35,21 +36,6 @@ ZIP_MAGIC = b"PK\x03\x04"
 ZIP_EMPTY = b"PK\x05\x06"
 READ_SIZE = 1 << 20
 SPOOL_IN_MEMORY = 8 << 20  # a zip read from a stream is held in memory up to this, then on disk
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on what one diagnosis reads."""
-
-    max_bytes: int = 64 << 30  # total text bytes, after decompression
-    # Expanded / compressed, checked past ratio_floor bytes: real logs compress 5-50x with
-    # gzip; a bomb compresses about 1000x. Below the floor any ratio is fine (small files).
-    max_archive_ratio: int = 200
-    ratio_floor: int = 16 << 20
-    max_members: int = 2048
-    max_depth: int = 3  # archives inside archives: a zip in a zip in a zip, at most
-    chunk_size: int = 1 << 20
-    max_line: int = 4 << 20  # a longer "line" is cut, so one line cannot hold the whole file
 
 
 DEFAULT_LIMITS = Limits()
@@ -83,21 +69,6 @@ class Source:
 
 def as_source(item: Source | str | os.PathLike[str]) -> Source:
     return item if isinstance(item, Source) else Source.from_path(item)
-
-
-class Budget:
-    """Counts text bytes across all of one diagnosis' inputs."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.used = 0
-
-    def take(self, n: int, name: str) -> None:
-        self.used += n
-        if self.used > self.limits.max_bytes:
-            raise InputTooLarge(
-                f"{name}: the logs add up to more than {_size(self.limits.max_bytes)}, the limit"
-            )
 
 
 def open_texts(
@@ -303,70 +274,3 @@ def _member_blocks(name: str, handle: IO[bytes]) -> Iterator[bytes]:
                 yield block
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
         raise CorruptArchive(f"{name}: corrupt archive member ({exc})") from None
-
-
-class Compressed(Protocol):
-    """What ``text_chunks`` needs of a compressed source: the compressed bytes read so far."""
-
-    count: int
-
-
-def text_chunks(
-    name: str,
-    blocks: Iterator[bytes],
-    limits: Limits,
-    budget: Budget,
-    compressed: Compressed | None = None,
-) -> Iterator[bytes]:
-    """Re-cut blocks into chunks that end at a newline; check for binary data and bounds."""
-    carry = b""
-    expanded = 0
-    checked = False
-    for block in blocks:
-        expanded += len(block)
-        budget.take(len(block), name)
-        if compressed is not None and expanded > limits.ratio_floor:
-            ratio = expanded / max(compressed.count, 1)
-            if ratio > limits.max_archive_ratio:
-                raise InputTooLarge(
-                    f"{name}: the archive expands more than {limits.max_archive_ratio}x "
-                    f"(past {_size(expanded)}); refusing it as a likely zip bomb"
-                )
-        if not checked:
-            _check_text(name, block)
-            checked = True
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            if len(data) < limits.max_line:
-                carry = data
-                continue
-            cut = len(data) - 1
-        if cut + 1 < limits.chunk_size // 4 and len(data) < limits.chunk_size:
-            carry = data  # keep small pieces together: fewer, larger chunks scan faster
-            continue
-        yield data[: cut + 1]
-        carry = data[cut + 1 :]
-    if carry:
-        if not checked:
-            _check_text(name, carry)
-        yield carry if carry.endswith(b"\n") else carry + b"\n"
-
-
-def _check_text(name: str, block: bytes) -> None:
-    sample = block[:8192]
-    if b"\x00" in sample:
-        raise BinaryInput(f"{name}: looks like binary data, not a text log (it contains NUL bytes)")
-    if not sample:
-        return
-    control = sum(1 for b in sample if b < 9 or 13 < b < 27 or 27 < b < 32)
-    if control > len(sample) // 10:
-        raise BinaryInput(f"{name}: looks like binary data, not a text log")
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"

@@ -19,7 +19,7 @@ from signatures import (
     diagnose,
 )
 from signatures.library import Library
-from signatures.sources import Limits, open_texts
+from signatures.sources import Budget, Limits, open_texts, text_chunks
 from tests.sigfactory import build_library, signature_doc
 
 LOG = "step 1\nstep 2\n[rank4]: kernel-fault happened\nstep 3\n"
@@ -120,8 +120,13 @@ def test_chunks_end_at_newlines_and_keep_every_byte() -> None:
 def test_a_line_longer_than_the_bound_is_cut_not_held() -> None:
     data = b"a" * 5000 + b"\nend\n"
     limits = Limits(max_line=1024, chunk_size=1024)
-    pieces = list(next(iter(open_texts(Source.from_bytes("x.log", data), limits)))[1])
-    assert b"".join(pieces).replace(b"\n", b"") == data.replace(b"\n", b"")
+    blocks = iter([data[i : i + 500] for i in range(0, len(data), 500)])
+    pieces = list(text_chunks("x.log", blocks, limits, Budget(limits)))
+    assert len(pieces) > 2 and max(len(p) for p in pieces) < 2048
+    # A cut inside a line repeats the end of one piece at the start of the next (``overlap``).
+    kept = b"".join(p[getattr(p, "overlap", 0) :] for p in pieces)
+    assert kept == data
+    assert any(getattr(p, "overlap", 0) for p in pieces)
 
 
 def test_line_numbers_survive_chunk_boundaries(library: Library) -> None:

@@ -1,0 +1,132 @@
+"""Demoted patterns: when most lines a pattern flags are rejected, reject them in bulk, in C.
+
+A pattern whose verifier is anchored at the message start (``^...``, like the engine's exception
+line) flags every line that *mentions* its words; a log can hold millions of such lines (``check
+ValueError: none, continuing``), each costing the per-line unwrap and verify in Python. Once a
+pattern has been rejected ``DEMOTE_AFTER`` times in a text, its lines are found instead by one
+Hyperscan pass over the chunk with a pattern that matches every line whose message the verifier
+can accept: any run of the launcher and logger prefixes ``lines.unwrap`` peels (lookarounds
+dropped, so it is looser), then the verifier's own body. Lines it does not match cannot be hits;
+those it matches are verified as before. Only chunks of plain ASCII without ``\\r`` are read this
+way (there, bytes and characters agree and a line is one segment); others take the usual path.
+"""
+
+from __future__ import annotations
+
+import re
+import re._constants as sre_constants
+import re._parser as sre_parse
+from functools import cache
+from typing import Any
+
+from signatures.lines import _PREFIXES
+
+DEMOTE_AFTER = 256  # rejected lines of one pattern in one text before it is demoted
+_NAMED = re.compile(r"\(\?P<\w+>")
+_BOUNDED = re.compile(r"(?<!\\)\{(\d+),\d+\}")
+
+
+class BulkLines:
+    """Hyperscan over a chunk: the starts of the lines whose message a verifier may accept."""
+
+    def __init__(self, regex: bytes, ignore_case: bool) -> None:
+        import hyperscan
+
+        flags = hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_CASELESS if ignore_case else 0)
+        self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        self.db.compile(expressions=[regex], ids=[0], elements=1, flags=[flags])
+
+    def starts(self, chunk: bytes, first: int) -> list[int]:
+        ends: list[int] = []
+
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
+            ends.append(end)
+
+        self.db.scan(chunk, match_event_handler=on_match)
+        found: list[int] = []
+        for end in ends:  # in order of end offset
+            start = chunk.rfind(b"\n", 0, max(end - 1, 0)) + 1
+            if start >= first and (not found or found[-1] != start):
+                found.append(start)
+        return found
+
+
+@cache
+def bulk_lines(pattern: str, ignore_case: bool) -> BulkLines | None:
+    """The bulk line finder for a verifier ``pattern``; None when it cannot be built."""
+    regex = bulk_regex(pattern)
+    return None if regex is None else bulk_locate(regex.encode("ascii"), ignore_case)
+
+
+@cache
+def bulk_locate(regex: bytes, ignore_case: bool) -> BulkLines | None:
+    """Hyperscan finding the lines ``regex`` (a scan form) matches; None when it cannot be built."""
+    try:
+        return BulkLines(regex, ignore_case)
+    except Exception:  # no hyperscan, or it refuses the pattern: the pattern stays on the usual path
+        return None
+
+
+def bulk_regex(pattern: str) -> str | None:
+    """A regex every line matches whose unwrapped message ``pattern`` accepts; None if not derivable."""
+    if not pattern.startswith("^") or not pattern.isascii():
+        return None
+    body = pattern[1:]
+    if "^" in body.replace("[^", "") or "\\" + "^" in body:
+        return None  # another anchor would need the message start, which the bulk form cannot see
+    try:
+        parsed = sre_parse.parse(pattern)
+    except re.error:
+        return None
+    if not len(parsed) or parsed[0] != (sre_constants.AT, sre_constants.AT_BEGINNING):
+        return None  # "^a|b": an alternative is not anchored, nothing to demote
+    rules = "|".join(_loose(rule.pattern) for rule in _PREFIXES)
+    # Bounded repeats made open (a superset again): Hyperscan refuses the bounded form as too large.
+    return _BOUNDED.sub(r"{\1,}", f"^(?:{rules})*(?:{body})")
+
+
+def _loose(rule: str) -> str:
+    """A prefix rule without its anchor, names and lookarounds: it matches at least what it did."""
+    out = _NAMED.sub("(?:", rule[1:] if rule.startswith("^") else rule)
+    return _drop_lookarounds(out)
+
+
+def _drop_lookarounds(regex: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        if regex.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            i = _group_end(regex, i)
+            continue
+        if regex[i] == "\\":
+            out.append(regex[i : i + 2])
+            i += 2
+            continue
+        out.append(regex[i])
+        i += 1
+    return "".join(out)
+
+
+def _group_end(regex: str, i: int) -> int:
+    """The index just past the group opening at ``i`` (escapes and classes respected)."""
+    depth, in_class = 0, False
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if regex[i + 1 : i + 2] == "]" or regex[i + 1 : i + 3] == "^]":
+                i += 2 if regex[i + 1] == "]" else 3
+                continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i

@@ -1,0 +1,287 @@
+"""One candidate line, verified: the per-line checks, its context lines and its evidence text.
+
+The bulk scanner only says a pattern may match a line; here each candidate pattern's verifier,
+exclusions and traceback reading decide, on the unwrapped message. A rejection that needs no
+context (the verifier or an exclusion said no) is remembered per line content, so a line
+repeated thousands of times is judged once.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterator
+
+from signatures.environment import read_fact
+from signatures.library import Kind, Library, Matcher
+from signatures.lines import LineFacts, strip_ansi, unwrap
+from signatures.shapes import shape_holds
+from signatures.textscan import Hit, TextScan
+from signatures.tracebacks import TracebackView, is_advice, read_traceback
+
+BEFORE_LINES = 60  # enough to walk a traceback back to its header
+AFTER_LINES = 12
+MAX_TEXT = 2000  # a longer line keeps the part around the match
+SHORT_TEXT = 300  # the text of a hit that is only counted and grouped
+CONTEXT_KEPT = 8  # hits per pattern per text that keep their context lines
+# Past its cap, a generic pattern (an error shape, an exception line) keeps being read in the last
+# lines of each chunk, and its newest hits are kept: a log with a thousand handled ERROR records
+# still shows the failure at its end.
+TAILED = (Kind.SHAPE, Kind.EXCEPTION)
+TAIL_KEPT = 64
+CONTEXT_LINE = 8192  # bytes of a context line kept: the end of one above a hit, the start of one below
+MANY_SEGMENTS = 32  # a line of more segments has each read only by the patterns found in it
+VERDICTS_KEPT = 4096  # distinct rejected lines remembered per text
+VERDICT_LINE = 1024  # longer lines are not remembered (memory stays bounded)
+
+
+class Reader:
+    """The state of one text's verification: context kept per pattern, facts found, verdicts."""
+
+    def __init__(self, result: TextScan, library: Library) -> None:
+        self.result = result
+        self.library = library
+        self.kept_context: dict[int, int] = {}
+        self.done_facts: set[str] = set()
+        self.rejected: dict[bytes, set[int]] = {}  # line bytes -> patterns that line cannot match
+        self.rejections: dict[int, int] = {}  # lines each pattern flagged and the verifier rejected
+        self.hot: dict[int, int] = {}  # lines each pattern flagged in the last chunk it was found in
+
+    def line(
+        self,
+        chunk: bytes,
+        start: int,
+        line_no: int,
+        candidates: list[Matcher],
+        prev_tail: list[bytes],
+        next_chunk: bytes,
+    ) -> list[int]:
+        """Verify the line of ``chunk`` at ``start``; record its hits; return the accepted pids."""
+        end = chunk.find(b"\n", start)
+        stop = end if end >= 0 else len(chunk)
+        key = chunk[start:stop] if stop - start <= VERDICT_LINE else None
+        known = self.rejected.get(key) if key is not None else None
+        if known:
+            candidates = [m for m in candidates if m.pid not in known]
+            if not candidates:
+                return []
+        data = key if key is not None else chunk[start:stop]
+        raw = data.decode("utf-8", "replace").rstrip("\r")
+        segments = Segments(data, raw)
+        before: list[str] | None = None
+        accepted: list[int] = []
+        for matcher in candidates:
+            verdict, before = self._match(
+                matcher,
+                chunk,
+                start,
+                end,
+                line_no,
+                raw,
+                segments.newest_first(matcher),
+                before,
+                prev_tail,
+                next_chunk,
+            )
+            if verdict is True:
+                accepted.append(matcher.pid)
+                continue
+            self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
+            if verdict is None and key is not None:
+                self._remember(key, matcher.pid)
+        return accepted
+
+    def _remember(self, key: bytes, pid: int) -> None:
+        if len(self.rejected) >= VERDICTS_KEPT and key not in self.rejected:
+            self.rejected.clear()
+        self.rejected.setdefault(key, set()).add(pid)
+
+    def _match(
+        self,
+        matcher: Matcher,
+        chunk: bytes,
+        start: int,
+        end: int,
+        line_no: int,
+        raw: str,
+        segments: Iterator[tuple[str, LineFacts]],
+        before: list[str] | None,
+        prev_tail: list[bytes],
+        next_chunk: bytes,
+    ) -> tuple[bool | None, list[str] | None]:
+        """True: a hit (or a fact) recorded; None: rejected on the line alone; False: by context."""
+        result = self.result
+
+        def after() -> list[str]:
+            return lines_after(chunk, end, next_chunk)
+
+        verdict: bool | None = None
+        for segment, facts in segments:
+            m = matcher.verify.search(facts.message)
+            if matcher.shape is not None:
+                verdict = False  # shapes read the lines after: never remembered
+                if not shape_holds(matcher.shape, segment, facts, m is not None, after):
+                    continue
+            elif m is None:
+                continue
+            if any(x.search(facts.message) for x in matcher.excludes):
+                break
+            if matcher.kind is Kind.FACT:
+                assert matcher.fact is not None
+                value = read_fact(matcher.fact, facts.message)
+                if value and matcher.fact.key not in result.facts:
+                    result.facts[matcher.fact.key] = value
+                    self.done_facts.add(matcher.fact.key)
+                return bool(value), before
+            if is_advice(facts.message):
+                break
+            if before is None:
+                before = lines_before(chunk, start, prev_tail)
+            if matcher.structure is not None:
+                sighting = matcher.structure.read(result.file_index, line_no, facts, before, after)
+                if sighting is None:
+                    return False, before
+                result.sightings.append(sighting)
+                result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
+                return True, before
+            view = read_traceback(facts.message, before)
+            if view.echo or view.frame:
+                return False, before
+            result.counts[matcher.pid] = result.counts.get(matcher.pid, 0) + 1
+            self._keep(matcher, line_no, raw, segment, facts, m, view, before, after)
+            return True, before
+        return verdict, before
+
+    def _keep(
+        self,
+        matcher: Matcher,
+        line_no: int,
+        raw: str,
+        segment: str,
+        facts: LineFacts,
+        m: re.Match[str] | None,
+        view: TracebackView,
+        before: list[str],
+        after: Callable[[], list[str]],
+    ) -> None:
+        result = self.result
+        keep_context = (
+            self.kept_context.get(matcher.pid, 0) < CONTEXT_KEPT or matcher.kind is not Kind.SIGNATURE
+        )
+        # Only hits that may be shown keep long text; the rest are counted and grouped.
+        limit = MAX_TEXT if keep_context else SHORT_TEXT
+        hit = Hit(
+            matcher=matcher,
+            file_index=result.file_index,
+            file=result.name,
+            line=line_no,
+            text=raw if len(raw) <= limit else clip(segment, facts, m, limit),
+            facts=facts,
+            groups={k: v for k, v in m.groupdict().items() if v is not None} if m else {},
+            view=view,
+        )
+        if keep_context:
+            self.kept_context[matcher.pid] = self.kept_context.get(matcher.pid, 0) + 1
+            hit.before = tuple(short(x) for x in before[-AFTER_LINES:])
+            hit.after = tuple(short(x) for x in after())
+            if view.assert_offset is not None:
+                hit.before = tuple(short(x) for x in before[-max(AFTER_LINES, view.assert_offset) :])
+        if matcher.kind in TAILED and result.counts[matcher.pid] > matcher.cap:
+            result.tail.setdefault(matcher.pid, deque(maxlen=TAIL_KEPT)).append(hit)
+        else:
+            result.hits.append(hit)
+
+
+class Segments:
+    """The ``\\r``-separated segments of one line (progress bars rewrite a line with ``\\r``).
+
+    Each is unwrapped once, when a pattern first needs it. On a line of many segments a pattern
+    only reads those its scan form matches: a 4 MB run of progress output is not unwrapped whole.
+    """
+
+    def __init__(self, data: bytes, raw: str) -> None:
+        self.data = data
+        self.texts = raw.split("\r")
+        self.kept = [i for i, text in enumerate(self.texts) if text.strip()]
+        if not self.kept:
+            self.texts, self.kept = [raw], [0]
+        self._facts: dict[int, LineFacts] = {}
+        self._starts: list[int] | None = None
+        self._lines: bytes = b""
+
+    def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
+        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
+        for i in reversed(chosen):
+            if i not in self._facts:
+                self._facts[i] = unwrap(self.texts[i])
+            yield self.texts[i], self._facts[i]
+
+    def _matching(self, matcher: Matcher) -> list[int]:
+        if self._starts is None:
+            pieces = self.data.rstrip(b"\r").split(b"\r")
+            starts, at = [], 0
+            for piece in pieces:
+                starts.append(at)
+                at += len(piece) + 1
+            self._starts = starts
+            # Each segment on a line of its own: ^ and $ hold at its ends, and no match spans two.
+            self._lines = self.data.replace(b"\r", b"\n")
+        kept = set(self.kept)
+        found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
+        return sorted(found & kept)
+
+
+def clip(segment: str, facts: LineFacts, m: re.Match[str] | None, limit: int) -> str:
+    """At most ``limit`` characters of a long line: the matched span with the text around it."""
+    body = strip_ansi(segment).rstrip("\r\n")
+    if m is None:
+        return body[:limit] + " …"
+    offset = len(body) - len(facts.message)  # the message is what is left after the prefixes
+    if offset < 0 or not body.endswith(facts.message):
+        offset = max(body.find(m.group(0)), 0) - m.start()
+    first, last = offset + m.start(), offset + m.end()
+    room = max(limit - (last - first), 0)
+    lo = max(0, first - room // 2)
+    hi = min(len(body), max(last, lo + limit))
+    lo = max(0, min(lo, hi - limit))
+    hi = min(hi, lo + limit)
+    return ("… " if lo else "") + body[lo:hi] + (" …" if hi < len(body) else "")
+
+
+def short(line: str) -> str:
+    return line if len(line) <= 500 else line[:500] + " …"
+
+
+def lines_before(chunk: bytes, start: int, prev_tail: list[bytes]) -> list[str]:
+    """Up to BEFORE_LINES raw lines above ``start``, oldest first, crossing into the previous chunk."""
+    out: list[bytes] = []
+    pos = start - 1  # the newline ending the previous line
+    while len(out) < BEFORE_LINES and pos > 0:
+        begin = chunk.rfind(b"\n", 0, pos) + 1
+        out.append(chunk[begin:pos])
+        pos = begin - 1
+    if pos == 0 and len(out) < BEFORE_LINES:
+        out.append(b"")  # the chunk started with an empty line
+    if len(out) < BEFORE_LINES and pos < 0:
+        out.extend(reversed(prev_tail[-(BEFORE_LINES - len(out)) :]))
+    out.reverse()
+    return [x[-CONTEXT_LINE:].decode("utf-8", "replace").rstrip("\r") for x in out]
+
+
+def lines_after(chunk: bytes, end: int, next_chunk: bytes) -> list[str]:
+    out: list[bytes] = []
+    pos = end + 1 if end >= 0 else len(chunk)
+    source = chunk
+    while len(out) < AFTER_LINES:
+        if pos >= len(source):
+            if source is next_chunk or not next_chunk:
+                break
+            source, pos = next_chunk, 0
+            continue
+        stop = source.find(b"\n", pos)
+        if stop < 0:
+            stop = len(source)
+        out.append(source[pos:stop])
+        pos = stop + 1
+    return [strip_ansi(x[:CONTEXT_LINE].decode("utf-8", "replace")).rstrip("\r") for x in out]

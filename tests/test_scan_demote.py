@@ -1,0 +1,80 @@
+"""Demoted and hot patterns (signatures/demote.py): found in bulk, never at the cost of a line."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import diagnose
+from signatures.demote import DEMOTE_AFTER, bulk_lines, bulk_regex
+from signatures.diagnosis import Status
+from signatures.engine import default_library
+from signatures.library import Library
+from signatures.lines import unwrap
+from signatures.sources import Source
+from signatures.tracebacks import EXCEPTION_LINE
+
+pytest.importorskip("hyperscan")
+
+LINES = [
+    "ValueError: bad shape",
+    "[rank3]: ValueError: bad shape",
+    "[rank3]:[2026-11-29 03:00:01] [INFO] [x.py:3] ValueError: x",
+    "[default0]:[rank1]: torch.distributed.DistBackendError: NCCL error",
+    "gpu-node-001:4000:4100 [3] NCCL INFO RuntimeError: nope",
+    "2024-09-11 17:52:18,030 - ERROR - KeyError: 'x'",
+    "[E1129 23:59:01.123456 ProcessGroupNCCL.cpp:616] RuntimeError: boom",
+    "node003: [rank: 1] triton.runtime.errors.OutOfResources: out of resource",
+    "INFO:root:  [worker 3] **ZeroDivisionError**",
+    "vllm-1  | ERROR 02-28 17:42:17 [core.py:1006] EngineDeadError:",
+    "[rank3]: step 5 check ValueError: none, continuing",
+    "   KeyboardInterrupt",
+    "> [pod/trainer-0/main] OSError: [Errno 28] No space left on device",
+]
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_the_bulk_form_finds_every_line_the_verifier_accepts(line: str) -> None:
+    bulk = bulk_lines(EXCEPTION_LINE.pattern, False)
+    assert bulk is not None
+    data = f"noise line\n{line}\nmore noise\n".encode()
+    found = bulk.starts(data, 0)
+    if EXCEPTION_LINE.search(unwrap(line).message):
+        assert found == [len("noise line\n")]
+
+
+def test_the_lines_above_are_mostly_ones_the_verifier_accepts() -> None:
+    accepted = [line for line in LINES if EXCEPTION_LINE.search(unwrap(line).message)]
+    assert len(accepted) >= len(LINES) - 3
+
+
+def test_the_bulk_form_rejects_a_mention_mid_line() -> None:
+    bulk = bulk_lines(EXCEPTION_LINE.pattern, False)
+    assert bulk is not None
+    assert bulk.starts(b"[rank3]:[2026-11-29 03:00:01] step 5 check ValueError: none, continuing\n", 0) == []
+
+
+def test_patterns_that_cannot_be_demoted_are_left_alone() -> None:
+    assert bulk_regex("ValueError: x") is None  # not anchored
+    assert bulk_regex("^a|b") is None  # an alternative is not anchored
+    assert bulk_regex("^(?:^|x)y") is None  # a second anchor
+
+
+@pytest.fixture(scope="module")
+def library() -> Library:
+    return default_library()
+
+
+@pytest.mark.parametrize("where", [0.3, 0.7, 1.0])
+def test_errors_after_demotion_are_still_found(library: Library, where: float) -> None:
+    # Many chunks of rejected mentions: the exception pattern is demoted after the first chunk.
+    n = 150_000
+    assert n > 10 * DEMOTE_AFTER
+    lines = [
+        f"[rank{i % 8}]:[2026-11-29 03:00:{i % 60:02d}] step {i} check ValueError: none" for i in range(n)
+    ]
+    at = int(n * where)
+    lines.insert(at, "[rank5]:[2026-11-29 03:00:00] WidgetCacheError: the widget cache lost shard 7")
+    d = diagnose([Source.from_text("dense.log", "\n".join(lines) + "\n")], library=library)
+    assert d.status is Status.UNRECOGNIZED
+    assert d.initiating is not None and "WidgetCacheError" in d.initiating.text
+    assert d.initiating.line == at + 1
