@@ -6,17 +6,11 @@ reason, so an author fixes a broken library in one pass instead of one error at 
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from signatures.reader import SignatureReader
+from signatures.snapshot import PACKAGED, load_snapshot, save_snapshot, snapshot_key
 from signatures.spec import (
     Problem,
     Signature,
@@ -26,94 +20,48 @@ from signatures.spec import (
 LIBRARY_DIR = Path(__file__).parent / "library"
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping with the same key twice.
-
-    safe_load silently keeps the last of two equal keys, so a second ``note:`` or ``regex:`` in a
-    fingerprint would quietly replace the first; here it is a loading problem naming the key and line.
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.setdefault(key, key_node.start_mark)
-            except TypeError:  # an unhashable key: SafeLoader reports it itself
-                continue
-            if first is not key_node.start_mark:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"found duplicate key {key!r} (first on line {first.line + 1})",
-                    key_node.start_mark,
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
 def load_signatures(root: Path | None = None, *, extra: Iterable[Path] = ()) -> list[Signature]:
-    """Load and validate every ``<category>/<id>.yaml`` under ``root``; raise SignatureError."""
+    """Load and validate every ``<category>/<id>.yaml`` under ``root``; raise SignatureError.
+
+    A library that loaded before is served from its snapshot (signatures/snapshot.py): from the
+    user's cache folder, else from the package, so YAML is parsed only when the files changed.
+    """
     root = root or LIBRARY_DIR
+    files = library_files(root, extra)
+    key = snapshot_key(files) if files else None
+    if key is not None:
+        kept = load_snapshot(key, (cache_dir(), PACKAGED))
+        if kept is not None:
+            return kept
+    signatures = read_signatures(root, files)
+    if key is not None:
+        save_snapshot(key, signatures, cache_dir())
+    return signatures
+
+
+def library_files(root: Path, extra: Iterable[Path] = ()) -> list[tuple[str, Path]]:
+    """Every ``<category>/<id>.yaml`` under ``root`` then ``extra``, each with its display name."""
+    return [(_display(path, root), path) for path in sorted(root.glob("*/*.yaml")) + sorted(extra)]
+
+
+def read_signatures(root: Path, files: list[tuple[str, Path]]) -> list[Signature]:
+    """Parse and validate ``(name, path)`` YAML files, without any snapshot; raise SignatureError."""
+    # Here, not at the top: a start-up served from a snapshot needs neither yaml nor the reader.
+    from signatures.reader import SignatureReader
+    from signatures.yamldocs import read_documents
+
     problems: list[Problem] = []
     signatures: list[Signature] = []
-    paths = sorted(root.glob("*/*.yaml")) + sorted(extra)
-    if not paths:
+    if not files:
         problems.append(Problem(str(root), "(library)", "no signature files found"))
-    for path, doc in _read_documents(paths, root, problems):
-        sig = SignatureReader(_display(path, root), problems).read(doc)
+    for name, doc in read_documents(files, problems):
+        sig = SignatureReader(name, problems).read(doc)
         if sig is not None:
             signatures.append(sig)
     problems.extend(_library_problems(signatures))
     if problems:
         raise SignatureError(problems)
     return signatures
-
-
-def _read_documents(paths: list[Path], root: Path, problems: list[Problem]) -> list[tuple[Path, Any]]:
-    """Each file's YAML document, read with safe_load semantics (UniqueKeyLoader).
-
-    Parsing a hundred files costs ~0.4 s of every start-up, so the parsed documents are kept as
-    JSON in the cache folder, keyed by every file's path, size and modification time.
-    """
-    cache = _documents_cache(paths)
-    if cache is not None:
-        with contextlib.suppress(OSError, ValueError):
-            cached = json.loads(cache.read_text(encoding="utf-8"))
-            return [(p, doc) for p, doc in zip(paths, cached, strict=True)]
-    out = []
-    for path in paths:
-        name = _display(path, root)
-        try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(Problem(name, "(file)", f"cannot read: {exc}"))
-            continue
-        except yaml.YAMLError as exc:
-            problems.append(Problem(name, "(yaml)", f"not valid YAML: {_one_line(exc)}"))
-            continue
-        out.append((path, doc))
-    if cache is not None and len(out) == len(paths):
-        with contextlib.suppress(OSError, TypeError, ValueError):  # dates and the like: no cache
-            data = json.dumps([doc for _, doc in out])
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(data, encoding="utf-8")
-            tmp.replace(cache)
-    return out
-
-
-def _documents_cache(paths: list[Path]) -> Path | None:
-    folder = cache_dir()
-    if folder is None:
-        return None
-    digest = hashlib.sha256(b"unique-keys\0")  # documents cached before duplicate keys were refused are stale
-    try:
-        for path in paths:
-            stat = path.stat()
-            digest.update(f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    except OSError:
-        return None
-    return folder / f"library-{digest.hexdigest()[:32]}.json"
 
 
 def cache_dir() -> Path | None:
@@ -155,7 +103,3 @@ def _display(path: Path, root: Path) -> str:
         return str(path.relative_to(root.parent))
     except ValueError:
         return str(path)
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())

@@ -1,4 +1,4 @@
-"""The build step: compile the bundled library's scanning database into the package.
+"""The build step: put the bundled library's snapshot and scanning database into the package.
 
 python -m signatures.scanbuild [FOLDER]    # default: signatures/compiled/ (setup.py runs it)
 """
@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from signatures.library import Library
-from signatures.loader import load_signatures
+from signatures.loader import LIBRARY_DIR, library_files, load_signatures, read_signatures
 from signatures.scan import HyperscanScanner
 from signatures.scandb import PACKAGED, save_database
+from signatures.snapshot import save_snapshot, snapshot_key
 
 
 def build(folder: Path = PACKAGED) -> Path | None:
@@ -27,8 +28,24 @@ def build(folder: Path = PACKAGED) -> Path | None:
     return folder / scanner.key
 
 
+def build_snapshot(folder: Path = PACKAGED) -> Path:
+    """Parse and validate the bundled library (never from a cache) and pickle it into ``folder``."""
+    files = library_files(LIBRARY_DIR)
+    key = snapshot_key(files)
+    if key is None:
+        raise OSError(f"cannot read the library under {LIBRARY_DIR}")
+    signatures = read_signatures(LIBRARY_DIR, files)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("library-*.pickle"):
+        old.unlink()
+    save_snapshot(key, signatures, folder)
+    return folder / key
+
+
 def main() -> None:
-    built = build(Path(sys.argv[1]) if len(sys.argv) > 1 else PACKAGED)
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else PACKAGED
+    print(build_snapshot(folder))
+    built = build(folder)
     print(built or "hyperscan is not installed: no database built")
 
 

@@ -131,11 +131,11 @@ def test_scanner_refusals_name_the_file_and_field(tmp_path: Path) -> None:
         assert "huge.yaml: fingerprints[0]" in str(info.value)
 
 
-def test_parsed_documents_are_cached_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
+def test_the_validated_library_is_cached_and_a_changed_file_is_read_again(tmp_path: Path) -> None:
     root = write_library(tmp_path / "lib", [signature_doc("one")])
     first = load_signatures(root)
-    cached = list(Path(os.environ["DENPEX_CACHE_DIR"]).glob("library-*.json"))
-    assert cached, "the parsed library was not cached"
+    cached = list(Path(os.environ["DENPEX_CACHE_DIR"]).glob("library-*.pickle"))
+    assert cached, "the validated library was not cached"
     assert load_signatures(root) == first
     doc = signature_doc("one", title="A new title for one")
     write_library(root, [doc])
@@ -146,6 +146,6 @@ def test_a_corrupt_cache_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DENPEX_CACHE_DIR", str(tmp_path / "cache"))
     root = write_library(tmp_path / "lib", [signature_doc("one")])
     load_signatures(root)
-    for cache in (tmp_path / "cache").glob("library-*.json"):
-        cache.write_text("{not json")
+    for cache in (tmp_path / "cache").glob("library-*.pickle"):
+        cache.write_bytes(b"not a pickle")
     assert [s.id for s in load_signatures(root)] == ["one"]

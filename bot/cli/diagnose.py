@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bot.cli.terminal import console_for_output, print_diagnosis
 from signatures import Diagnosis, InputError, SignatureError, Source, diagnose
 from signatures.folders import expand
 from signatures.library import Library
@@ -107,6 +106,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
         json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
+    # Here, not at the top: rich loads only when a person reads the answer, never for --json.
+    from bot.cli.terminal import console_for_output, print_diagnosis
+
     print_diagnosis(diagnosis, console_for_output(), context=args.context)
     return 0
 

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from typing import Any
 
 DISTRIBUTION = "denpex-bot"  # the name on the package index; the command is `denpex`
 EXIT_SIGPIPE = 141  # what a shell reports for a writer killed by SIGPIPE (`denpex ... | head`)
@@ -31,10 +31,25 @@ RUNS_A_COMMAND = {"watch"}
 
 def version() -> str:
     """This installation's version ("unknown" when run from a tree that was never installed)."""
+    # Here, not at the top: importlib.metadata costs ~40 ms, and only --version needs it.
+    from importlib import metadata
+
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+class VersionAction(argparse.Action):
+    """``--version``: looks the version up only when asked (argparse's own action wants it up front)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "show program's version number and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"denpex {version()}")
+        parser.exit()
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -42,7 +57,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="denpex", description="Tell ML engineers why their training run died."
     )
-    parser.add_argument("--version", action="version", version=f"denpex {version()}")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for name in modules:
