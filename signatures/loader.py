@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from signatures.snapshot import PACKAGED, load_snapshot, save_snapshot, snapshot_key
+from signatures import snapshot
 from signatures.spec import (
     Problem,
     Signature,
@@ -28,14 +28,14 @@ def load_signatures(root: Path | None = None, *, extra: Iterable[Path] = ()) -> 
     """
     root = root or LIBRARY_DIR
     files = library_files(root, extra)
-    key = snapshot_key(files) if files else None
+    key = snapshot.snapshot_key(files) if files else None
     if key is not None:
-        kept = load_snapshot(key, (cache_dir(), PACKAGED))
+        kept = snapshot.load_snapshot(key, (cache_dir(), snapshot.PACKAGED))
         if kept is not None:
             return kept
     signatures = read_signatures(root, files)
     if key is not None:
-        save_snapshot(key, signatures, cache_dir())
+        snapshot.save_snapshot(key, signatures, cache_dir())
     return signatures
 
 

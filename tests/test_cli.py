@@ -133,3 +133,18 @@ def test_docs_page_is_up_to_date() -> None:
     assert (ROOT / "docs" / "signatures.md").read_text(encoding="utf-8") == expected, (
         "docs/signatures.md is stale: run `denpex signatures docs --output docs/signatures.md`"
     )
+
+
+def test_json_output_does_not_load_the_terminal_renderer() -> None:
+    # rich costs ~50 ms of start-up; a script reading --json never sees its output.
+    code = (
+        "import json, sys\n"
+        "from bot.cli.main import main\n"
+        f"code = main(['diagnose', '--json', {str(EXAMPLE)!r}])\n"
+        "print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    code, loaded = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert code == 0 and json.loads(proc.stdout)["initiating"]["rank"] == 12
+    assert sorted(m for m in loaded if m == "rich" or m.startswith("rich.")) == []
+    assert "bot.cli.terminal" not in loaded
