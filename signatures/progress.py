@@ -13,7 +13,6 @@ asks; a small text (a pasted excerpt) is read whole.
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -188,4 +187,6 @@ def slowdown(before: Sequence[ProgressLine], after: Sequence[ProgressLine]) -> f
     behind = [v for p in after[:8] if (v := speed(p.text)) is not None]
     if not ahead or not behind:
         return None
+    import statistics  # here, not at the top: ~8 ms of start-up for the rare slowdown question
+
     return statistics.median(ahead) / statistics.median(behind) if statistics.median(behind) else None

@@ -11,22 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from signatures.flight_recorder.analysis import Analysis, analyse
 from signatures.flight_recorder.errors import DumpError, DumpTooLarge, MalformedDump, UnsafeDump
-from signatures.flight_recorder.evidence import details, sentence, summary_fact
 from signatures.flight_recorder.intake import DumpChunks, DumpScan, divert, read_any
 from signatures.hits import TextScan, read_text
 from signatures.library import Library
 
 __all__ = [
-    "Analysis",
     "DumpChunks",
     "DumpError",
     "DumpScan",
     "DumpTooLarge",
     "MalformedDump",
     "UnsafeDump",
-    "analyse",
     "divert",
     "read_any",
     "with_findings",
@@ -42,6 +38,10 @@ def with_findings(scans: Sequence[TextScan], library: Library) -> list[TextScan]
     dumps = [s for s in scans if isinstance(s, DumpScan) and s.dump is not None]
     if not dumps:
         return list(scans)
+    # Here, not at the top: a diagnosis of logs alone never loads the comparison of dumps.
+    from signatures.flight_recorder.analysis import analyse
+    from signatures.flight_recorder.evidence import details, sentence, summary_fact
+
     analysis = analyse([s.dump for s in dumps if s.dump is not None])
     first = dumps[0]
     fact = summary_fact(analysis, first.dump.version if first.dump else "?")
