@@ -8,7 +8,8 @@ benign warnings, and a failure cascade near the end), then, in one run, times:
   (fingerprint literals and regexes, engine patterns; case-insensitive ones as `(?i)`): the same
   pattern set for every tool;
 - a dense-match input (most lines carry a benign mention the verifier rejects), a no-newline
-  input (`\\r`-only progress output, 64 MB) and a start-up row (a 7 KB log);
+  input (`\\r`-only progress output, 64 MB) and start-up rows (a 7 KB log; with the user's cache,
+  and with a cache folder that cannot be written, where the package's built-in data is used);
 - time against library size (10, 80, 500 signatures).
 
 Figures are CPU seconds (user+sys of the child, from wait4's rusage), medians of runs that
@@ -19,6 +20,10 @@ shared machine it is noisy). Inputs below 128 MB are read in one process even wh
 allowed (parallel.RANGE_MIN).
 
     python bench/scan.py [--quick] [--runs 3] [--out bench/out]
+    python bench/scan.py --startup-only --runs 9     # only the start-up rows
+
+The read-only row uses what the build step put into the package (``python -m
+signatures.scanbuild`` in a source checkout; an installed wheel has it already).
 """
 
 from __future__ import annotations
@@ -264,6 +269,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="100 MB instead of 1 GB")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
+    parser.add_argument("--startup-only", action="store_true", help="only the start-up rows (7 KB log)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rg = shutil.which("rg")
@@ -274,6 +280,9 @@ def main() -> int:
     print(f"runs: {args.runs}, alternated; figures are medians of child CPU seconds (user+sys)\n")
     print(HEADER)
     made: list[Path] = []
+    if args.startup_only:
+        startup(args.out, rg, pats, args.runs, made)
+        return 0
     sizes = [10 * MB, 100 * MB] + ([] if args.quick else [1024 * MB])
     for size in sizes:
         log = args.out / f"multirank-{size // MB}MB.log"
@@ -289,10 +298,7 @@ def main() -> int:
     no_newline(log, 64 * MB)
     made.append(log)
     compare("no newline (\\r only)", log, rg, pats, args.out, args.runs, procs=False)
-    small = args.out / "small-7KB.log"
-    generate(small, 7 * 1024, ranks=8, reserve=3 * 1024)
-    made.append(small)
-    compare("start-up (7 KB log)", small, rg, pats, args.out, max(args.runs, 5), procs=False)
+    startup(args.out, rg, pats, args.runs, made)
 
     print("\n## Library size (100 MB multi-rank log, 1 process, CPU s)")
     log = args.out / "multirank-100MB.log"
@@ -306,6 +312,28 @@ def main() -> int:
         for path in made:
             path.unlink(missing_ok=True)
     return 0
+
+
+def startup(out: Path, rg: str | None, pats: Path, runs: int, made: list[Path]) -> None:
+    """The start-up rows: a 7 KB log with the user's cache, then with a cache that cannot be written."""
+    small = out / "small-7KB.log"
+    generate(small, 7 * 1024, ranks=8, reserve=3 * 1024)
+    made.append(small)
+    compare("start-up (7 KB log)", small, rg, pats, out, max(runs, 5), procs=False)
+    saved = os.environ.get("DENPEX_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as tmp:
+        blocker = Path(tmp) / "a-file"
+        blocker.write_text(
+            "a file where the cache folder's parent should be: not even root can write below it"
+        )
+        os.environ["DENPEX_CACHE_DIR"] = str(blocker / "denpex")
+        try:
+            compare("start-up, read-only cache", small, rg, pats, out, max(runs, 5), procs=False)
+        finally:
+            if saved is None:
+                os.environ.pop("DENPEX_CACHE_DIR", None)
+            else:
+                os.environ["DENPEX_CACHE_DIR"] = saved
 
 
 def _library_of_size(root: Path, count: int) -> Path:
