@@ -4,7 +4,7 @@ Parsing a hundred YAML files and checking every regex in them costs ~0.15 s of e
 A library that loaded without problems is kept pickled in the user's cache folder and, by the
 build step (``signatures.scanbuild``), in the package, so a read-only or cold cache still starts
 without parsing. A snapshot is keyed by every file's name and bytes and by the source of the code
-that validates them, so a changed library or a changed format is never served stale.
+that validates them (and Python's version), so a changed library or format is never served stale.
 
 Snapshots are read only from the package and the user's own cache folder, places trusted like
 the installed code itself.
@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import pickle
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -39,7 +40,7 @@ NOT_A_SNAPSHOT = (
 
 def snapshot_key(files: Iterable[tuple[str, Path]]) -> str | None:
     """The key of the library made of ``(name, path)`` files; None when one cannot be read."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(b"python %d.%d\0" % sys.version_info[:2])  # its re judges the regexes
     here = Path(__file__).parent
     try:
         for name in VALIDATORS:
