@@ -1,9 +1,10 @@
-"""Build step: compile the bundled library's scanning database into the package.
+"""Build step: put the bundled library's validated snapshot and scanning database into the package.
 
-Everything else is in pyproject.toml. A wheel built here carries ``signatures/compiled/*.db``, so
-a scan where the user's cache folder is not writable still starts without compiling. When the
-database cannot be built (no Hyperscan wheel for this platform), the package is built without
-it and compiles at run time, as before.
+Everything else is in pyproject.toml. A wheel built here carries ``signatures/compiled/``: the
+library pickled after validation (``*.pickle``) and the compiled Hyperscan database (``*.db``),
+so a scan where the user's cache folder is not writable still starts without parsing YAML or
+compiling. When the database cannot be built (no Hyperscan wheel for this platform), the package
+is built without it and compiles at run time, as before.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class BuildWithScanDatabase(build_py):
         try:
             subprocess.run([sys.executable, "-c", BUILD, str(target)], check=True, env=env)
         except (OSError, subprocess.CalledProcessError) as exc:
-            print(f"warning: no scanning database built into the package ({exc})", file=sys.stderr)
+            print(f"warning: nothing built into signatures/compiled/ ({exc})", file=sys.stderr)
 
 
 setup(cmdclass={"build_py": BuildWithScanDatabase})
