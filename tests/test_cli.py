@@ -64,6 +64,14 @@ def test_human_output_names_what_where_and_what_to_do(capsys: pytest.CaptureFixt
         assert part in out
 
 
+def test_version_is_printed_on_standard_output() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "--version"], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert proc.stdout.startswith("denpex ") and proc.stdout.strip() != "denpex"
+    assert proc.stderr == ""
+
+
 def test_stdin_is_read_with_a_dash() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "bot.cli", "diagnose", "--json", "-"],
