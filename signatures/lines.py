@@ -76,10 +76,14 @@ _RANK_IN_MESSAGE = re.compile(
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
     r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+    r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "own")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
-_LOCAL_IN_MESSAGE = re.compile(r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?")
+# A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
+_LOCAL_IN_MESSAGE = re.compile(
+    r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?|--local[_-]rank=(?P<arg>\d+)\b"
+)
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
@@ -128,8 +132,9 @@ def unwrap(line: str) -> LineFacts:
     host = found.get("host")
     if rank is None and (m := _RANK_IN_MESSAGE.search(text)):
         rank = int(next(v for g in _RANK_GROUPS if (v := m.group(g)) is not None))
-    if local is None and "local_rank" in text and (m := _LOCAL_IN_MESSAGE.search(text)):
-        local = int(m.group("local"))
+    named = "local_rank" in text or "local-rank" in text
+    if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
+        local = int(m.group("local") or m.group("arg"))
         pid = pid if pid is not None or m.group("pid") is None else int(m.group("pid"))
     if host is None and (m := _HOST_IN_MESSAGE.search(text)):
         host = m.group("host") or m.group("srun")
