@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from signatures.episodes import continues
+from signatures.episodes import box_lines, continues
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
 from signatures.structure import Sighting
@@ -138,6 +138,8 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
         return hit.rank, None
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
+    if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:
+        return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
     local = hit.local_rank

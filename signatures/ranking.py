@@ -26,6 +26,8 @@ from signatures.episodes import (
     first_after,
     leads_into_traceback,
     move_introductions,
+    move_to_box_leads,
+    move_to_captured_output,
 )
 from signatures.hits import Hit
 from signatures.library import Kind, Library
@@ -95,6 +97,8 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
         _move_to_assert(cand)
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
+    move_to_box_leads(out)
+    out = move_to_captured_output(out)
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_late_unknowns(out)
