@@ -8,6 +8,7 @@ lines states the failure; ``ranking.py`` then orders what is left.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -162,6 +163,46 @@ def _next_text(after: Sequence[str], start: int) -> tuple[int, str] | None:
         if after[k].strip():
             return k + 1, unwrap(after[k]).message
     return None
+
+
+EPISODE_GAP = 2  # lines apart that two lines of one signature and one process are one episode
+_STACK = re.compile(r"^\s*(?:Exception raised from |frame #0: |Traceback \(most recent call last\))")
+
+
+def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
+    """Of one episode of one failure, the line that is thrown states it.
+
+    Two lines of one signature from one process, at most EPISODE_GAP lines apart, are one
+    episode ("To avoid data inconsistency, we are taking the entire process down", then "Process
+    group watchdog thread terminated with exception: ... Watchdog caught collective operation
+    timeout"). When only the later one is followed by its stack (C++ `Exception raised from`, a
+    `frame #0:`, a Python traceback), it is the exception itself, and the earlier a notice;
+    unless the thrown line quotes the earlier one (then the earlier one stated it first).
+    """
+    signed = sorted(
+        (c for c in cands if c.signature is not None and c.line == c.hit.line),
+        key=lambda c: (c.hit.file_index, c.line),
+    )
+    gone: set[int] = set()
+    for a, b in itertools.pairwise(signed):
+        one = a.signature is b.signature and a.hit.file_index == b.hit.file_index and a.hit.rank == b.hit.rank
+        near = a.tier == b.tier and 0 < b.line - a.line <= EPISODE_GAP
+        if one and near and _thrown(b) and not _thrown(a) and _quoted(a, b) is False:
+            gone.add(id(a))
+    return [c for c in cands if id(c) not in gone]
+
+
+_TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,40}\])+")
+
+
+def _quoted(a: Candidate, b: Candidate) -> bool:
+    words = _TAGS.sub("", a.hit.facts.message).strip()[:40]  # "[c10d] " and such are no words
+    return bool(words) and words in b.hit.facts.message
+
+
+def _thrown(c: Candidate) -> bool:
+    following = _next_text(c.hit.after, 0)
+    return following is not None and _STACK.match(following[1]) is not None
 
 
 _RULE = re.compile(r"^\s*[-=*]{20,}\s*$")

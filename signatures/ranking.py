@@ -24,6 +24,7 @@ from signatures.episodes import (
     carried_on,
     drop_wrapped_halves,
     first_after,
+    keep_thrown_statements,
     leads_into_traceback,
     move_introductions,
     move_to_box_leads,
@@ -98,7 +99,7 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
     move_to_box_leads(out)
-    out = move_to_captured_output(out)
+    out = keep_thrown_statements(move_to_captured_output(out))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_late_unknowns(out)

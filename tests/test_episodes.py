@@ -15,6 +15,14 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
         tmp_path_factory.mktemp("lib"),
         [
             signature_doc(
+                "watchdog-fired",
+                role="downstream",
+                fingerprints=[
+                    {"literal": "Watchdog caught a timeout"},
+                    {"literal": "taking the process down"},
+                ],
+            ),
+            signature_doc(
                 "toolchain-broke",
                 category="torch-compile",
                 fingerprints=[
@@ -79,3 +87,26 @@ def test_a_table_heading_above_a_death_is_no_box_lead(library: Library) -> None:
     )
     d = run(library, log)
     assert d.initiating and d.initiating.line == 3
+
+
+STACK = "Exception raised from checkTimeout at pg.cpp:565 (most recent call first):\nframe #0: c10::Error()\n"
+
+
+def test_of_one_episode_the_thrown_line_states_it_not_the_notice_before(library: Library) -> None:
+    log = (
+        "[rank1]:[E pg.cpp:583] taking the process down.\n[rank1]:[E pg.cpp:1414] Watchdog caught a timeout\n"
+    )
+    d = run(library, log + STACK)
+    assert d.initiating and d.initiating.line == 2
+
+
+def test_a_thrown_line_that_quotes_the_line_above_leaves_it_the_statement(library: Library) -> None:
+    log = (
+        "[rank1]:[E pg.cpp:583] Watchdog caught a timeout after 600 s.\n"
+        "[rank1]:[E pg.cpp:1414] taking the process down: Watchdog caught a timeout after 600 s.\n"
+    )
+    assert run(library, log + STACK).initiating.line == 1  # type: ignore[union-attr]
+    other_rank = log.replace("[rank1]:[E pg.cpp:1414]", "[rank2]:[E pg.cpp:1414]").replace(
+        ": Watchdog", " ..."
+    )
+    assert run(library, other_rank + STACK).initiating.line == 1  # type: ignore[union-attr]
