@@ -47,6 +47,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
+        # logging with the time first, as JAX prints it: "INFO:2026-01-05 05:12:08,452:name:925: "
+        r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):"
+        r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?):[\w.]+:\d+: ",
+        r"^\d\d:\d\d:\d\d(?:\.\d+)? \[(?P<level>[IWEFD])\] ",  # "05:12:08.452 [I] "
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
         r"\[?[\w.]+:\d+\] ",
