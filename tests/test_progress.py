@@ -1,0 +1,40 @@
+"""Training progress and what it says about an error (signatures/progress.py). One test per rule."""
+
+from __future__ import annotations
+
+from signatures.progress import WHOLE, Progress, progress_lines
+
+
+def _chunk(lines: list[str]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def test_a_large_chunk_is_sampled_in_every_slice_with_the_right_line_numbers() -> None:
+    lines = [f"[Step {i}/9000] Loss: 0.5" if i % 2 else "x" * 120 for i in range(1, 9001)]
+    chunk = _chunk(lines)
+    assert len(chunk) > 8 * WHOLE
+    found = progress_lines(chunk, len(lines))
+    assert all(lines[n - 1] == text for n, text in found)
+    first_slice = [n for n, _ in found if len(_chunk(lines[:n])) <= WHOLE]
+    assert first_slice  # progress within the first WHOLE bytes is seen, not only the chunk's end
+    assert len(found) > 8
+
+
+def test_a_small_chunk_is_read_whole() -> None:
+    lines = ["boot", "step 1 loss 0.9", "x", "step 2 loss 0.8"]
+    assert progress_lines(_chunk(lines), 4) == [(2, "step 1 loss 0.9"), (4, "step 2 loss 0.8")]
+
+
+def test_steps_after_a_start_up_error_show_the_job_went_on() -> None:
+    steps = [(n, f"[Rank 0] step={n - 10}, skipped=0") for n in range(11, 16)]
+    progress = Progress([(0, steps)])
+    assert progress.went_on(0, 2, None)  # an untagged error on line 2, steps 1..5 after it
+    assert not Progress([(0, steps[:2])]).went_on(0, 2, None)  # one step later proves nothing
+
+
+def test_a_step_counter_that_started_again_is_read_from_its_new_start() -> None:
+    old_run = [(n, f"[Rank 0] step={9000 + n}") for n in range(1, 4)]
+    new_run = [(n, f"[Rank 0] step={n - 100}") for n in range(101, 106)]
+    assert Progress([(0, old_run + new_run)]).went_on(0, 50, None)
+    stalled = [(n, f"[Rank 0] step={n - 100}") for n in range(101, 103)]
+    assert not Progress([(0, old_run + stalled)]).went_on(0, 50, None)
