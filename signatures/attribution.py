@@ -6,6 +6,7 @@ In order, the first that answers wins (a rank in the content always beats the fi
    message (`[Rank 3]`, `process rank 3 with PID`, `process 3 terminated with`, `task 3:`);
    then the rest of its statement: the line above when the line is the wrapped second half of
    it, and the message's own continuation lines below (no head of their own, up to a blank line);
+   a job of world size 1 (and no line naming another rank) has only rank 0;
 2. the process: NCCL's `host:pid` mapped through the `comm 0x... rank N nranks M` line of the
    same pid (the largest communicator), or the failure table's `(pid: P)`;
 3. the local rank (`[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped through the failure
@@ -47,6 +48,7 @@ class Roster:
     name_rank: dict[int, int | None] = field(default_factory=dict)
     single_node: bool = False
     one_process: bool = False  # the log names no process but one (see _one_process)
+    world_of_one: bool = False  # the job says it has one rank, and no line names another
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -91,6 +93,7 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
     r = Roster(
         single_node=environment.get("nnodes") in ("1", "standalone"),
         one_process=_one_process(scans, environment),
+        world_of_one=environment.get("world_size") == "1" and _ranks_named(scans) <= {0},
     )
     for scan in scans:
         r.name_rank[scan.file_index] = scan.name_rank
@@ -100,6 +103,11 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
     return r
+
+
+def _ranks_named(scans: Sequence[TextScan]) -> set[int]:
+    named = {h.rank for s in scans for h in s.hits} | {x.rank for s in scans for x in s.sightings}
+    return {r for r in named if r is not None} | {r for s in scans if (r := s.name_rank) is not None}
 
 
 def _one_process(scans: Sequence[TextScan], environment: dict[str, str]) -> bool:
@@ -136,6 +144,8 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
 def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
     if hit.rank is not None:
         return hit.rank, None
+    if r.world_of_one:
+        return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
     if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:

@@ -152,3 +152,10 @@ def test_a_lone_local_rank_0_is_rank_0_only_when_the_log_names_no_other_process(
     assert where(run(library, f"[default3]:{BOOM}\n"))[0] is None  # local rank 3 implies more processes
     world = f"world_size=8\n[default0]:{BOOM}\n"
     assert where(run(library, world))[0] is None
+
+
+def test_a_job_of_world_size_1_has_only_rank_0(library: Library) -> None:
+    assert where(run(library, f"RANK and WORLD_SIZE in environ: 0/1\n{BOOM}\n"))[0] == 0
+    assert where(run(library, f"world_size=1\n{BOOM}\n"))[0] == 0
+    named = f"world_size=1\n[rank3]: step 1 {BOOM}\n...\n...\n...\n...\n{BOOM}\n"
+    assert where(run(library, named))[0] == 3  # a line names rank 3: the world size is not the job's
