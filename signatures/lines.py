@@ -80,10 +80,12 @@ _RANK_IN_MESSAGE = re.compile(
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
     r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+    # a rank as the subject of a sentence: "... on ranks. Rank 1 is running collective: ..."
+    r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "own", "vpid")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(

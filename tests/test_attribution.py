@@ -93,6 +93,8 @@ def test_nccls_pid_maps_to_a_rank_through_its_communicator_line(library: Library
         (f"AssertionError: Rank 3: {BOOM}", 3),
         (f"what():  NCCL failure in all_reduce.cu at line: 86 rank: 6 {BOOM}", 6),
         (f"[1,9]<stderr>:{BOOM}", 9),
+        (f"RuntimeError: mismatch between collectives. Rank 4 is running collective: {BOOM}", 4),
+        (f"Unexpected result nan. Rank 8 has {BOOM}", 8),
     ],
 )
 def test_a_rank_inside_the_message_or_a_launcher_tag_names_it(library: Library, line: str, rank: int) -> None:
