@@ -53,9 +53,13 @@ _TROUBLE = (
 )
 
 
+# A run's summary printed as it exits ("wandb: train/global_step 260") repeats progress; it is none.
+_SUMMARIES = (b"wandb:",)
+
+
 def is_progress(line: bytes) -> bool:
     """Whether ``line`` reports training progress (and no problem)."""
-    if any(word in line for word in _TROUBLE):
+    if any(word in line for word in _TROUBLE) or line.startswith(_SUMMARIES):
         return False
     return any(any(k in line for k in keys) and form.search(line) for keys, form in _FORMS)
 

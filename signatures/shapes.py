@@ -128,6 +128,7 @@ SHAPES: tuple[Shape, ...] = (
         (
             *(f"{code}: ".encode() for code in ("RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE")),
             *(f"{code}: ".encode() for code in ("DEADLINE_EXCEEDED", "FAILED_PRECONDITION", "DATA_LOSS")),
+            b"Resource exhausted: ",  # TensorFlow 1.x prints the status by name
             b"CUDA_ERROR_",
             b"_STATUS_",
             b"CUDA error: ",
@@ -138,13 +139,14 @@ SHAPES: tuple[Shape, ...] = (
         ),
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-            r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
+            r"|\bResource exhausted: |\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
         pattern=(
             r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-            r"|CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \(|error=-?[1-9]"
+            r"|Resource exhausted: |CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \("
+            r"|error=-?[1-9]"
             r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
         ),
     ),
@@ -236,6 +238,9 @@ SHAPES: tuple[Shape, ...] = (
             b"Killed",
             b"signal",
             b"Signal ",
+            b"killed due to ",
+            b"killed because of ",
+            b"killed by ",
             *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
         ),
         re.compile(
@@ -244,6 +249,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
+            r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
         ),
         pattern=(
             r"Segmentation fault|core dumped"
@@ -251,6 +257,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|[0-9] +(?:Killed|Aborted|Segmentation fault|Bus error) "
             r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
+            r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
         ),
     ),
     Shape(
@@ -312,6 +319,11 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
     return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
 
 
+def _traceback_next(after: Sequence[str]) -> bool:
+    following = next((line for line in after[:2] if line.strip()), "")
+    return following.lstrip().startswith("Traceback (most recent call last)")
+
+
 def shape_holds(
     shape: Shape, raw: str, facts: LineFacts, matched: bool, after: Callable[[], Sequence[str]]
 ) -> bool:
@@ -324,8 +336,12 @@ def shape_holds(
     # at any level (TensorFlow's coordinator logs it as INFO).
     if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
         return matched
-    if not matched or facts.level in QUIET_LEVELS:
+    if not matched:
         return False
+    if facts.level in QUIET_LEVELS:
+        # A failure logged as a warning and followed at once by a traceback is what the
+        # traceback is about (TensorFlow's "W ... OP_REQUIRES failed ... Resource exhausted").
+        return facts.level == "W" and shape.kind is ShapeKind.ERROR and _traceback_next(after())
     if shape.name == "nccl-warning":
         return nccl_warning_failed(raw, facts.message, after())
     return True

@@ -57,6 +57,7 @@ def line_of(d: Diagnosis) -> int | None:
         ("4m11s  Warning  Evicted  pod/egg  The node was low on resource: memory.", "verdict"),
         ("INFO:tf:Error reported to Coordinator: <class 'tf.errors.InvalidArgumentError'>, bad", "reported"),
         ("[E socket.cpp:500] [c10d] failed to bind (errno: 98 - Address already in use).", "errno"),
+        ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor", "TF1 exception"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
@@ -65,6 +66,20 @@ def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
     d = run(library, f"step 1 loss 2.0\n{line}\n")
     assert d.status is Status.UNRECOGNIZED, (shape, d.why)
     assert line_of(d) == 2
+
+
+def test_a_tensorflow_status_logged_as_a_warning_right_before_a_traceback_states_it(library: Library) -> None:
+    line = "2018-06-08 17:26:00.908130: W tensorflow/core/framework/op_kernel.cc:1202] OP_REQUIRES failed : "
+    traceback = 'Traceback (most recent call last):\n  File "session.py", line 1361, in _do_call\n'
+    d = run(library, f"{line}Resource exhausted: OOM when allocating tensor\n{traceback}")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+    alone = run(library, f"{line}Resource exhausted: OOM when allocating tensor\nstep 2 loss 1.0\n")
+    assert alone.status is Status.CLEAN  # a warning on its own is no failure
+
+
+def test_workers_killed_for_memory_are_a_death(library: Library) -> None:
+    d = run(library, "12 Workers (tasks / actors) killed due to memory pressure (OOM), 0 crashed\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
 
 
 def test_a_process_death_is_named_when_nothing_states_a_cause(library: Library) -> None:

@@ -38,3 +38,7 @@ def test_a_step_counter_that_started_again_is_read_from_its_new_start() -> None:
     assert Progress([(0, old_run + new_run)]).went_on(0, 50, None)
     stalled = [(n, f"[Rank 0] step={n - 100}") for n in range(101, 103)]
     assert not Progress([(0, old_run + stalled)]).went_on(0, 50, None)
+
+
+def test_a_summary_printed_at_exit_is_no_progress() -> None:
+    assert progress_lines(b"wandb:   train/global_step 260\nwandb:          train/loss 1.4358\n", 2) == []
