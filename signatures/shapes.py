@@ -221,8 +221,9 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.DEGRADATION,
         "a configured limit that was hit",
         (b"limit",),
-        re.compile(r"\bhit (?:config\.)?\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
-        pattern=(r"hit (?:config\.)?[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
+        # "hit config.cache_size_limit (64)", "hit recompilation cache limit (64)", "recompile_limit reached"
+        re.compile(r"\bhit (?:config\.)?(?:[a-z]+ ){0,2}\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
+        pattern=(r"hit (?:config\.)?(?:[a-z]+ ){0,2}[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
     ),
     Shape(
         "signal-death",

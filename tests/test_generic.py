@@ -299,3 +299,16 @@ def test_the_failure_at_the_end_is_found_past_a_thousand_handled_records(library
     fatal = "ERROR: the dataset mount went away, giving up\n"
     d = run(library, handled + "step 1200 | loss 1.0\nstep 1201 | loss 1.0\n" + fatal)
     assert d.status is Status.UNRECOGNIZED and d.initiating and "mount went away" in d.initiating.text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "WARNING:torchdynamo.convert_frame:torchdynamo hit recompilation cache limit (64) for 'forward'",
+        "[WARNING] torch._dynamo hit config.cache_size_limit (64)",
+        "recompile_limit reached with one_graph=False",
+    ],
+)
+def test_a_limit_hit_in_words_is_a_degradation(library: Library, line: str) -> None:
+    d = run(library, f"step 1 loss 2.0\n{line}\nstep 2 loss 1.9\nstep 3 loss 1.8\n")
+    assert d.status is Status.DEGRADED and line_of(d) == 2
