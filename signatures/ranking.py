@@ -33,7 +33,7 @@ from signatures.episodes import (
 )
 from signatures.hits import Hit
 from signatures.library import Kind, Library
-from signatures.lines import time_key
+from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
 from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
@@ -76,7 +76,7 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
         else:
             hit = min(line_hits, key=_shape_rank)
             kind = hit.matcher.shape.kind if hit.matcher.shape is not None else ShapeKind.ERROR
-            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback:
+            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback and not _was_handled(hit):
                 tier = TIER_INITIATING
             else:
                 tier = _SHAPE_TIER[kind]
@@ -150,6 +150,13 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
         # A scheduler's verdict explains the deaths around it; it is no consequence of them.
         if unknown and "scheduler-verdict" not in c.shapes and any(time_order(d, c) < 0 for d in downstream):
             c.tier = TIER_LATE_UNKNOWN
+
+
+def _was_handled(hit: Hit) -> bool:
+    # "During handling of the above exception, another exception occurred": the exception above
+    # it was being handled (a cache miss, a probe) when the one that matters was raised.
+    following = next((t for t in hit.after[:2] if t.strip()), "")
+    return unwrap(following).message.startswith("During handling of the above exception")
 
 
 def _logged_and_handled(hit: Hit) -> bool:

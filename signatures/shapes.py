@@ -189,12 +189,16 @@ SHAPES: tuple[Shape, ...] = (
         "reported-exception",
         ShapeKind.ERROR,
         "an exception a framework or test runner reported",
-        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('"),
+        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('", b"<Task finished "),
         re.compile(
             r"<class '[\w.]+(?:Error|Exception)'>"
+            r"|^future: <Task finished .* exception=\S"  # asyncio's "Task exception was never retrieved"
             r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
         ),
-        pattern=(r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"),
+        pattern=(
+            r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"
+            r"|<Task finished [^\n]* exception="
+        ),
     ),
     Shape(
         "os-error",

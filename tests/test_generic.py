@@ -312,3 +312,20 @@ def test_the_failure_at_the_end_is_found_past_a_thousand_handled_records(library
 def test_a_limit_hit_in_words_is_a_degradation(library: Library, line: str) -> None:
     d = run(library, f"step 1 loss 2.0\n{line}\nstep 2 loss 1.9\nstep 3 loss 1.8\n")
     assert d.status is Status.DEGRADED and line_of(d) == 2
+
+
+def test_asyncios_unretrieved_task_exception_states_a_failure(library: Library) -> None:
+    log = "Task exception was never retrieved\nfuture: <Task finished name='Task-8' coro=<loop()> exception=Boom>\n"
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+
+
+def test_an_exception_being_handled_when_another_was_raised_does_not_lead(library: Library) -> None:
+    log = (
+        "future: <Task finished name='Task-8' coro=<loop()> exception=Triton Error [CUDA]: invalid argument>\n"
+        'Traceback (most recent call last):\n  File "<string>", line 21, in _fwd_kernel\nKeyError: (2, 0)\n\n'
+        "During handling of the above exception, another exception occurred:\n\n"
+    )
+    assert line_of(run(library, log)) == 1
+    unhandled = log.replace("During handling of the above exception, another exception occurred:", "")
+    assert line_of(run(library, unhandled)) == 4  # an exception that ends a traceback leads
