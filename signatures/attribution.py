@@ -18,7 +18,8 @@ In order, the first that answers wins (a rank in the content always beats the fi
 6. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
 7. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
 
-The host comes from the line, else from whatever names the host of that rank or process.
+The host comes from the line, else from whatever names the host of that rank or process, else
+from the log when every line read that names a host names the same one.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Roster:
     single_node: bool = False
     one_process: bool = False  # the log names no process but one (see _one_process)
     world_of_one: bool = False  # the job says it has one rank, and no line names another
+    hosts: set[str] = field(default_factory=set)  # every host a line read names
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -99,6 +101,7 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         r.name_rank[scan.file_index] = scan.name_rank
         for s in scan.sightings:
             r.learn(s)
+        r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
@@ -138,6 +141,8 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
     first = r.first_failure.get(hit.file_index)
     if host is None and first is not None and first.rank == rank:
         host = first.host
+    if host is None and len({h.lower() for h in r.hosts}) == 1:
+        host = min(r.hosts)  # the only host the log names (host names ignore case)
     return Attribution(rank, host, how, hit.local_rank)
 
 

@@ -161,3 +161,10 @@ def test_a_job_of_world_size_1_has_only_rank_0(library: Library) -> None:
     assert where(run(library, f"world_size=1\n{BOOM}\n"))[0] == 0
     named = f"world_size=1\n[rank3]: step 1 {BOOM}\n...\n...\n...\n...\n{BOOM}\n"
     assert where(run(library, named))[0] == 3  # a line names rank 3: the world size is not the job's
+
+
+def test_the_only_host_the_log_names_is_the_host(library: Library) -> None:
+    log = f"{BOOM}\nsrun: error: gpu-17: task 0: Exited with exit code 1\n"
+    assert where(run(library, log)) == (None, "gpu-17")
+    two = log + "srun: error: gpu-18: task 1: Exited with exit code 1\n"
+    assert where(run(library, two)) == (None, None)
