@@ -243,6 +243,7 @@ SHAPES: tuple[Shape, ...] = (
             b"Killed",
             b"signal",
             b"Signal ",
+            b"eceived SIG",
             b"killed due to ",
             b"killed because of ",
             b"killed by ",
@@ -255,6 +256,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
+            r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
         ),
         pattern=(
             r"Segmentation fault|core dumped"
@@ -263,6 +265,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
             r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
+            r"|[Rr]eceived SIG[A-Z]"
         ),
     ),
     Shape(
@@ -324,6 +327,9 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
     return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
 
 
+_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b")
+
+
 def _traceback_next(after: Sequence[str]) -> bool:
     following = next((line for line in after[:2] if line.strip()), "")
     return following.lstrip().startswith("Traceback (most recent call last)")
@@ -343,6 +349,8 @@ def shape_holds(
         return matched
     if not matched:
         return False
+    if shape.kind is ShapeKind.DEATH and _SIGNAL_EXIT.search(facts.message):
+        return True  # a launcher says at any level that it got a signal and is exiting
     if facts.level in QUIET_LEVELS:
         # A failure logged as a warning and followed at once by a traceback is what the
         # traceback is about (TensorFlow's "W ... OP_REQUIRES failed ... Resource exhausted").

@@ -331,3 +331,12 @@ def test_an_exception_being_handled_when_another_was_raised_does_not_lead(librar
     quiet = "router: shutting down\n" * 8
     assert line_of(run(library, task + quiet + traceback + chain)) == 1
     assert line_of(run(library, task + quiet + traceback)) == 12  # an exception that ends a traceback leads
+
+
+def test_a_launcher_that_received_a_signal_and_exits_reports_a_death_at_any_level(library: Library) -> None:
+    cleanup = "[2025-08-15 08:42:10,745] [INFO] [launch.py:319:sigkill_handler] Sending process 1 closing\n"
+    signal = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:f] Main process received SIGINT, exiting\n"
+    d = run(library, cleanup + signal)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    informed = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:sigkill_handler] received SIGINT\n"
+    assert run(library, cleanup + informed).status is not Status.UNRECOGNIZED  # no exit stated
