@@ -84,10 +84,9 @@ def step(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-WHOLE = 64 << 10  # a chunk up to this size is read whole for progress lines; a larger one is
-# sampled: in each WHOLE-sized slice of it, the last TAIL_LINES lines of the slice's last 4 KB
-TAIL_BYTES = 4 << 10
-TAIL_LINES = 8
+WHOLE = 256 << 10  # a chunk up to this size (a pasted excerpt, a short log) is read whole
+TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
+TAIL_LINES = 2  # ... and at most this many of them
 KEPT = 256  # progress lines a text keeps (the newest)
 AFTER_MIN = 2  # progress lines after an error that prove the process went on
 JOB_STEPS = 2  # steps the job must advance past an error to prove the job went on
@@ -96,30 +95,17 @@ JOB_STEPS = 2  # steps the job must advance past an error to prove the job went 
 def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
     """(line number, text) of progress lines in ``chunk``, whose last line is number ``last_line``.
 
-    A small chunk (a pasted excerpt, a short log) is read whole; a large one is sampled at the
-    end of every WHOLE bytes, so the cost per chunk stays a few microseconds whatever its size,
-    and a run that trained on after an early error still shows it within WHOLE bytes.
+    A small chunk (a pasted excerpt, a short log) is read whole; of a large one only the last
+    TAIL_LINES lines are, so the cost per chunk stays a few microseconds whatever its size.
     """
     if len(chunk) <= WHOLE:
         lines = chunk.split(b"\n")
-        if lines and not lines[-1]:
-            lines.pop()  # the chunk ends with a newline
-        first = last_line - len(lines) + 1
-        return [(first + i, _text(line)) for i, line in enumerate(lines) if is_progress(line)]
-    out: list[tuple[int, str]] = []
-    total = chunk.count(b"\n", 0, len(chunk) - 1)  # newlines before the chunk's last line
-    for end in [*range(WHOLE, len(chunk), WHOLE), len(chunk)]:
-        start = chunk.rfind(b"\n", 0, max(end - TAIL_BYTES, 0)) + 1
-        piece = chunk[start:end].split(b"\n")
-        if end < len(chunk):
-            piece.pop()  # the slice cuts its last line: leave it to the next slice
-        elif not piece[-1]:
-            piece.pop()
-        first = last_line - total + chunk.count(b"\n", 0, start)
-        for i, line in enumerate(piece[:][-TAIL_LINES:], start=len(piece) - min(len(piece), TAIL_LINES)):
-            if is_progress(line):
-                out.append((first + i, _text(line)))
-    return out
+    else:
+        lines = chunk[chunk.rfind(b"\n", 0, len(chunk) - TAIL_BYTES) + 1 :].split(b"\n")[-TAIL_LINES - 1 :]
+    if lines and not lines[-1]:
+        lines.pop()  # the chunk ends with a newline
+    first = last_line - len(lines) + 1
+    return [(first + i, _text(line)) for i, line in enumerate(lines) if is_progress(line)]
 
 
 def _text(line: bytes) -> str:

@@ -9,15 +9,15 @@ def _chunk(lines: list[str]) -> bytes:
     return "".join(line + "\n" for line in lines).encode()
 
 
-def test_a_large_chunk_is_sampled_in_every_slice_with_the_right_line_numbers() -> None:
+def test_a_log_up_to_whole_bytes_is_read_whole_and_a_larger_chunk_at_its_end() -> None:
     lines = [f"[Step {i}/9000] Loss: 0.5" if i % 2 else "x" * 120 for i in range(1, 9001)]
-    chunk = _chunk(lines)
-    assert len(chunk) > 8 * WHOLE
-    found = progress_lines(chunk, len(lines))
-    assert all(lines[n - 1] == text for n, text in found)
-    first_slice = [n for n, _ in found if len(_chunk(lines[:n])) <= WHOLE]
-    assert first_slice  # progress within the first WHOLE bytes is seen, not only the chunk's end
-    assert len(found) > 8
+    small = _chunk(lines[:2000])
+    assert len(small) <= WHOLE
+    assert len(progress_lines(small, 2000)) == 1000  # a start-up error is followed by all of them
+    large = _chunk(lines)
+    assert len(large) > WHOLE
+    found = progress_lines(large, len(lines))
+    assert found and all(lines[n - 1] == text and n > 8990 for n, text in found)
 
 
 def test_a_small_chunk_is_read_whole() -> None:
