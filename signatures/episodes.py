@@ -129,22 +129,28 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
     ``PTXASError: PTXAS error ...`` then "`ptxas` stderr:" then ``ptxas fatal : Value 'sm_121a' is
     not defined``: the line that introduces captured output (ends in a colon) joins the carrier
     to what the tool said, and the tool's error states the failure. The carrier's signature names
-    it when the tool's line has none.
+    it when the tool's line has none. A carrier whose own message ends in a colon introduces the
+    tool's error itself, on the next line, when no signature knows that line.
     """
     at = {(c.hit.file_index, c.line): c for c in cands}
     gone: set[int] = set()
     for c in cands:
         if c.death or id(c) in gone or not _carries_exception(c):
             continue
-        intro = _next_text(c.hit.after, 0)
-        if intro is None or (c.hit.file_index, c.line + intro[0]) in at or not introduces(intro[1]):
-            continue
-        told = _next_text(c.hit.after, intro[0])
+        itself = introduces(c.hit.facts.message)  # "RuntimeError: Internal Triton PTX codegen error: "
+        if itself:
+            told = _next_text(c.hit.after, 0)
+        else:
+            intro = _next_text(c.hit.after, 0)
+            if intro is None or (c.hit.file_index, c.line + intro[0]) in at or not introduces(intro[1]):
+                continue
+            told = _next_text(c.hit.after, intro[0])
         inner = at.get((c.hit.file_index, c.line + told[0])) if told else None
         if inner is None or inner.death or (inner.tier > c.tier and inner.signature is not None):
             continue
         if inner.signature is not None:
-            gone.add(id(c))  # the tool's line is known itself: it is the statement
+            if not itself:  # (a message that goes on into a known line is that line's own header)
+                gone.add(id(c))  # the tool's line is known itself: it is the statement
             continue
         c.line, c.text = inner.line, inner.text
         gone.add(id(inner))

@@ -112,14 +112,17 @@ SHAPES: tuple[Shape, ...] = (
         "tool-error",
         ShapeKind.ERROR,
         "a program's or compiler's own error line",
-        (b"error: ", b" fatal "),
+        (b"error: ", b" fatal ", b"; error "),
         re.compile(
             # slurmstepd: error: ..., main.c:4:10: fatal error: ...
             r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"
             r"|^error: \S"  # setuptools, cargo
             r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
+            r"|^[\w.-]+ \S+, line \d+; (?:error|fatal) +: \S"  # ptxas /tmp/f.ptx, line 12; error   : ...
         ),
-        pattern=(r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: "),
+        pattern=(
+            r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: |, line [0-9]+; (?:error|fatal) +: "
+        ),
     ),
     Shape(
         "status-code",

@@ -54,6 +54,15 @@ def test_the_carriers_signature_names_a_tool_line_no_signature_knows(library: Li
     assert d.initiating and d.initiating.line == 3 and "sm_98" in d.initiating.text
 
 
+def test_a_carrier_ending_in_a_colon_introduces_the_tools_error_itself(library: Library) -> None:
+    log = "RuntimeError: Internal codegen error: \nasm /tmp/f.ptx, line 12; error : Entry function too big\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "toolchain-broke"
+    assert d.initiating and d.initiating.line == 2
+    prose = "RuntimeError: Internal codegen error: \nsee the compiler's log for details\n"
+    assert run(library, prose).initiating.line == 1  # type: ignore[union-attr]  # no error line: it stays
+
+
 def test_without_an_introducing_line_the_exception_states_it(library: Library) -> None:
     log = "mod.errors.AsmError: Internal codegen error\nasm2 fatal : Value 'sm_98' is unknown\n"
     d = run(library, log)
