@@ -4,11 +4,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from signatures.spec import Signature
+from signatures.spec import FRAMEWORKS, PositiveSample, Role, Signature
+
+
+def is_public_report(sample: PositiveSample) -> bool:
+    """A sample taken from a public report (an issue, a committed log), not written from source code."""
+    return sample.source.startswith("https://")
+
+
+def own_samples(sig: Signature) -> list[PositiveSample]:
+    """The positive samples this signature itself wins (not those showing another one win)."""
+    return [p for p in sig.positive if p.diagnosis in (None, sig.id)]
+
+
+def framework_coverage(signatures: Sequence[Signature]) -> dict[str, list[str]]:
+    """Framework -> ids of the failure signatures that win a sample from a public report in its wording."""
+    cover: dict[str, set[str]] = {name: set() for name in FRAMEWORKS}
+    for sig in signatures:
+        if sig.role is Role.BENIGN:
+            continue
+        for sample in own_samples(sig):
+            if sample.framework and is_public_report(sample):
+                cover[sample.framework].add(sig.id)
+    return {name: sorted(ids) for name, ids in cover.items()}
+
+
+def sample_frameworks(sig: Signature) -> str:
+    """'jax (jaxlib 0.4), torch (2.0; 2.5+)': the frameworks and versions its own samples are in."""
+    versions: dict[str, list[str]] = {}
+    for sample in own_samples(sig):
+        seen = versions.setdefault(sample.framework or "unstated", [])
+        if sample.versions and sample.versions not in seen:
+            seen.append(sample.versions)
+    parts = [f"{name} ({'; '.join(v)})" if v else name for name, v in sorted(versions.items())]
+    return ", ".join(parts)
 
 
 def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
-    """Markdown listing every signature: id, title, category, role, restart class and fingerprints."""
+    """Markdown listing every signature: id, title, category, role, restart class, fingerprints
+    and the frameworks and versions its samples cover, after a table of coverage by framework."""
     out = [
         "# Signature library",
         "",
@@ -17,11 +51,27 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
         "",
         f"{len(signatures)} signatures.",
         "",
+        "## Coverage by framework",
+        "",
+        "The failure signatures (every role but benign) that win at least one positive sample taken "
+        "from a public report (an issue or a committed log, cited by URL in the YAML) in that "
+        "framework's wording.",
+        "",
+        "A positive sample names the framework whose wording its line is in (`framework:`, one of "
+        + ", ".join(f"`{name}`" for name in FRAMEWORKS)
+        + ") and, where its source states them, the versions (`versions:`); each signature below lists them.",
+        "",
+        "| framework | signatures with a public sample |",
+        "| --- | --- |",
     ]
+    for name, ids in framework_coverage(signatures).items():
+        out.append(f"| {name} | {', '.join(f'`{i}`' for i in ids) or '(none yet)'} |")
+    out.append("")
     for category in sorted({s.category for s in signatures}):
         members = sorted((s for s in signatures if s.category == category), key=lambda s: s.id)
         out += [f"## {category} ({len(members)})", ""]
         for s in members:
+            public = sum(1 for p in own_samples(s) if is_public_report(p))
             out += [
                 f"### `{s.id}`: {s.title}",
                 "",
@@ -29,6 +79,9 @@ def render_signatures_markdown(signatures: Sequence[Signature]) -> str:
                 + (f" · outcome: {s.outcome.value}" if s.outcome.value != "failure" else ""),
                 "",
                 f"restart: **{s.restart.cls.value}**: {s.restart.reason}",
+                "",
+                f"samples: {sample_frameworks(s)} · {len(own_samples(s))} positive "
+                f"({public} from public reports), {len(s.negative)} negative",
                 "",
             ]
             for fp in s.fingerprints:

@@ -26,6 +26,31 @@ from signatures.spec import (
 LIBRARY_DIR = Path(__file__).parent / "library"
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping with the same key twice.
+
+    safe_load silently keeps the last of two equal keys, so a second ``note:`` or ``regex:`` in a
+    fingerprint would quietly replace the first; here it is a loading problem naming the key and line.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: SafeLoader reports it itself
+                continue
+            if first is not key_node.start_mark:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first on line {first.line + 1})",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_signatures(root: Path | None = None, *, extra: Iterable[Path] = ()) -> list[Signature]:
     """Load and validate every ``<category>/<id>.yaml`` under ``root``; raise SignatureError."""
     root = root or LIBRARY_DIR
@@ -45,7 +70,7 @@ def load_signatures(root: Path | None = None, *, extra: Iterable[Path] = ()) -> 
 
 
 def _read_documents(paths: list[Path], root: Path, problems: list[Problem]) -> list[tuple[Path, Any]]:
-    """Each file's YAML document, read with yaml.safe_load.
+    """Each file's YAML document, read with safe_load semantics (UniqueKeyLoader).
 
     Parsing a hundred files costs ~0.4 s of every start-up, so the parsed documents are kept as
     JSON in the cache folder, keyed by every file's path, size and modification time.
@@ -59,7 +84,7 @@ def _read_documents(paths: list[Path], root: Path, problems: list[Problem]) -> l
     for path in paths:
         name = _display(path, root)
         try:
-            doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader
         except (OSError, UnicodeDecodeError) as exc:
             problems.append(Problem(name, "(file)", f"cannot read: {exc}"))
             continue
@@ -81,7 +106,7 @@ def _documents_cache(paths: list[Path]) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(b"unique-keys\0")  # documents cached before duplicate keys were refused are stale
     try:
         for path in paths:
             stat = path.stat()

@@ -9,6 +9,7 @@ from signatures.patterns import PatternProblem, check_pattern
 from signatures.spec import (
     CATEGORIES,
     DETECTORS,
+    FRAMEWORKS,
     ID_RE,
     RESTART_REASON_MAX,
     DecisionPath,
@@ -73,7 +74,7 @@ _DECISION_FIELDS = {
 }
 _MISSING_FIELDS = {"ask", "when", "unless_env", "unless"}
 _FOLLOW_UP_FIELDS = {"question", "answer", "intent"}
-_POSITIVE_FIELDS = {"log", "line", "source", "diagnosis"}
+_POSITIVE_FIELDS = {"log", "line", "source", "diagnosis", "framework", "versions"}
 _NEGATIVE_FIELDS = {"log", "why"}
 _RESTART_FIELDS = {"class", "reason"}
 
@@ -254,6 +255,9 @@ class SignatureReader:
                 source=self._str(m.get("source"), f"samples.positive[{i}].source"),
                 diagnosis=self._str(m.get("diagnosis"), f"samples.positive[{i}].diagnosis", required=False)
                 or None,
+                framework=self._framework(m.get("framework"), f"samples.positive[{i}].framework"),
+                versions=self._str(m.get("versions"), f"samples.positive[{i}].versions", required=False)
+                or None,
             )
             for i, item in enumerate(self._list(samples.get("positive"), "samples.positive", nonempty=True))
             if (m := self._map(item, f"samples.positive[{i}]", _POSITIVE_FIELDS, {"log", "line", "source"}))
@@ -323,6 +327,12 @@ class SignatureReader:
         if "\n" in reason.strip() or len(reason) > RESTART_REASON_MAX:
             self.problem("restart.reason", f"must be one line of at most {RESTART_REASON_MAX} characters")
         return Restart(cls, " ".join(reason.split()))
+
+    def _framework(self, value: Any, where: str) -> str | None:
+        name = self._str(value, where, required=False)
+        if name and name not in FRAMEWORKS:
+            self.problem(where, f"unknown framework {name!r}; one of {', '.join(FRAMEWORKS)}")
+        return name or None
 
     def _detectors(self, value: Any, where: str) -> tuple[str, ...]:
         names = self._strlist(value, where)

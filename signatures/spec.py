@@ -171,12 +171,45 @@ class Merge:
     reason: str
 
 
+# The frameworks and tools whose wording a sample can be in; a positive sample's ``framework`` is one
+# of these, so docs/signatures.md can say which frameworks and versions a signature has evidence for.
+FRAMEWORKS = (
+    "torch",
+    "torch-compile",
+    "triton",
+    "cuda",
+    "cuda-toolchain",
+    "nccl",
+    "gloo",
+    "jax",
+    "xla",  # the XLA runtime under torch_xla (JAX's own XLA wording is "jax")
+    "tensorflow",
+    "vllm",
+    "ray",
+    "lightning",
+    "transformers",
+    "accelerate",
+    "deepspeed",
+    "megatron",
+    "horovod",
+    "mpi",
+    "python",
+    "conda",
+    "linux",
+    "slurm",
+    "lsf",
+    "kubernetes",
+)
+
+
 @dataclass(frozen=True)
 class PositiveSample:
     log: str
     line: str  # substring of the line that must win
     source: str
     diagnosis: str | None = None  # signature expected to win, when not this one
+    framework: str | None = None  # one of FRAMEWORKS: whose wording the line is in
+    versions: str | None = None  # the versions of that framework the sample comes from, when known
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,31 @@ def test_yaml_is_read_safely(tmp_path: Path) -> None:
     assert any("not valid YAML" in p for p in _problems(tmp_path))
 
 
+def test_a_key_given_twice_is_refused_with_its_lines(tmp_path: Path) -> None:
+    write_library(tmp_path, [signature_doc("twice")])
+    path = tmp_path / "distributed" / "twice.yaml"
+    text = path.read_text(encoding="utf-8")
+    fingerprint = "- literal: twice happened\n"
+    assert fingerprint in text
+    # yaml.safe_load would keep only the second note; the loader names the key and both lines
+    path.write_text(
+        text.replace(fingerprint, fingerprint + "  note: first\n  note: second\n"), encoding="utf-8"
+    )
+    lines = path.read_text(encoding="utf-8").splitlines()
+    first = lines.index("  note: first") + 1
+    (problem,) = _problems(tmp_path)
+    assert "distributed/twice.yaml: (yaml): not valid YAML" in problem
+    assert f"found duplicate key 'note' (first on line {first})" in problem
+    assert f"line {first + 1}" in problem
+
+
+def test_equal_keys_in_different_mappings_still_load(tmp_path: Path) -> None:
+    doc = signature_doc("two-notes", fingerprints=[{"literal": "a went wrong", "note": "x"}])
+    doc["excludes"] = [{"literal": "a went fine", "note": "x"}]
+    write_library(tmp_path, [doc])
+    assert [s.id for s in load_signatures(tmp_path)] == ["two-notes"]
+
+
 def test_sample_line_must_be_in_its_log(tmp_path: Path) -> None:
     doc = signature_doc("one")
     doc["samples"]["positive"][0]["line"] = "not in the log"
