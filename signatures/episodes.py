@@ -149,8 +149,11 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
         if inner is None or inner.death or (inner.tier > c.tier and inner.signature is not None):
             continue
         if inner.signature is not None:
-            if not itself:  # (a message that goes on into a known line is that line's own header)
-                gone.add(id(c))  # the tool's line is known itself: it is the statement
+            # The tool's line is known itself: it is the statement; but a message that goes on
+            # into a line of its own signature is that line's header ("Error(s) in loading
+            # state_dict:" then "Missing key(s) in state_dict").
+            if not itself or inner.signature is not c.signature:
+                gone.add(id(c))
             continue
         c.line, c.text = inner.line, inner.text
         gone.add(id(inner))

@@ -23,6 +23,11 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
                 ],
             ),
             signature_doc(
+                "kernel-too-big",
+                category="torch-compile",
+                fingerprints=[{"regex": r"error +: Entry function '\w+' uses too much parameter space"}],
+            ),
+            signature_doc(
                 "toolchain-broke",
                 category="torch-compile",
                 fingerprints=[
@@ -61,6 +66,13 @@ def test_a_carrier_ending_in_a_colon_introduces_the_tools_error_itself(library: 
     assert d.initiating and d.initiating.line == 2
     prose = "RuntimeError: Internal codegen error: \nsee the compiler's log for details\n"
     assert run(library, prose).initiating.line == 1  # type: ignore[union-attr]  # no error line: it stays
+
+
+def test_a_carrier_ending_in_a_colon_gives_way_to_a_line_another_signature_knows(library: Library) -> None:
+    tool = "asm f.ptx, line 12; error : Entry function 'k0' uses too much parameter space"
+    log = f"RuntimeError: Internal codegen error: \n{tool}\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "kernel-too-big" and d.initiating and d.initiating.line == 2
 
 
 def test_without_an_introducing_line_the_exception_states_it(library: Library) -> None:
