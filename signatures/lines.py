@@ -47,10 +47,6 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
-        # logging with the time first, as JAX prints it: "INFO:2026-01-05 05:12:08,452:name:925: "
-        r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):"
-        r"(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?):[\w.]+:\d+: ",
-        r"^\d\d:\d\d:\d\d(?:\.\d+)? \[(?P<level>[IWEFD])\] ",  # "05:12:08.452 [I] "
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
         r"\[?[\w.]+:\d+\] ",
@@ -94,6 +90,14 @@ _LOCAL_IN_MESSAGE = re.compile(
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
+)
+# Heads whose level is read but which stay in the message (signatures' excludes are written
+# against them): logging with the time first, as JAX prints it ("INFO:2026-01-05 05:12:08,452:
+# jax._src.xla_bridge:925: "), and a clock with a level letter ("05:12:08.452 [I] ").
+_LEVEL_ONLY = re.compile(
+    r"^(?P<word>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):"
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?:[\w.]+:\d+: "
+    r"|^\d\d:\d\d:\d\d(?:\.\d+)? \[(?P<letter>[IWEFD])\] "
 )
 _MAX_PREFIX_ROUNDS = 8
 
@@ -147,6 +151,8 @@ def unwrap(line: str) -> LineFacts:
         host = m.group("host") or m.group("srun")
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
     level = found["level"][0] if "level" in found else None
+    if level is None and (m := _LEVEL_ONLY.match(text)):
+        level = (m.group("word") or m.group("letter"))[0]
     return LineFacts(text, rank, host, time, level, local, pid, tagged)
 
 
