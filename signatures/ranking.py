@@ -10,7 +10,10 @@
    file, the order the files were given across files.
 3. Then specificity: a known signature beats an unknown error, and higher ``priority`` wins.
 Several signatures on one line: the line takes the best of them by the same role order and
-priority. Every rule here has a test in tests/test_ranking.py.
+priority. Before ordering, the noise rules demote what did not stop the run: an error the process
+trained or carried on past, a known failure in an info-level record (or a warning survived), an
+exception being handled when another was raised; and episodes.py picks which line of a several-line
+failure states it. Every rule here has a test in tests/test_ranking.py (episodes: test_episodes.py).
 """
 
 from __future__ import annotations
