@@ -4,26 +4,35 @@ In order, the first that answers wins (a rank in the content always beats the fi
 
 1. the line itself: a rank prefix (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: `) or a rank in the
    message (`[Rank 3]`, `process rank 3 with PID`, `process 3 terminated with`, `task 3:`);
+   then the rest of its statement: the line above when the line is the wrapped second half of
+   it, and the message's own continuation lines below (no head of their own, up to a blank line);
+   a job of world size 1 (and no line naming another rank) has only rank 0;
 2. the process: NCCL's `host:pid` mapped through the `comm 0x... rank N nranks M` line of the
    same pid (the largest communicator), or the failure table's `(pid: P)`;
-3. the local rank (`[default3]:`, `local_rank: 3`) mapped through the failure table of the same
-   host, or taken as the rank when the job spans one node; never a rank by itself;
+3. the local rank (`[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped through the failure
+   table of the same host, or taken as the rank when the job spans one node; local rank 0 is
+   rank 0 when the log names no other process at all (no other rank, local rank or host, no
+   world size above 1); never a rank by itself;
 4. mp.spawn's `-- Process N terminated with the following error:` above the line;
 5. the lines around it, when they all carry one and the same rank;
 6. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
 7. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
 
-The host comes from the line, else from whatever names the host of that rank or process.
+The host comes from the line, else from whatever names the host of that rank or process, else
+from the log when every line read that names a host names the same one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from signatures.episodes import box_lines, continues
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
 from signatures.structure import Sighting
+from signatures.tracebacks import FRAME, HEADER, exception_name
 
 SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
 
@@ -39,6 +48,9 @@ class Roster:
     spawns: list[Sighting] = field(default_factory=list)
     name_rank: dict[int, int | None] = field(default_factory=dict)
     single_node: bool = False
+    one_process: bool = False  # the log names no process but one (see _one_process)
+    world_of_one: bool = False  # the job says it has one rank, and no line names another
+    hosts: set[str] = field(default_factory=set)  # every host a line read names
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -73,20 +85,45 @@ class Roster:
         hosts = {h for h, _ in self.by_local}
         if host is None and len(hosts) == 1:  # one node's table: its local ranks are unambiguous
             return self.by_local.get((next(iter(hosts)), local))
-        return local if self.single_node else None
+        if self.single_node:
+            return local
+        return 0 if local == 0 and self.one_process else None
 
 
 def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
     """Everything the texts say about who is who."""
-    r = Roster(single_node=environment.get("nnodes") in ("1", "standalone"))
+    r = Roster(
+        single_node=environment.get("nnodes") in ("1", "standalone"),
+        one_process=_one_process(scans, environment),
+        world_of_one=environment.get("world_size") == "1" and _ranks_named(scans) <= {0},
+    )
     for scan in scans:
         r.name_rank[scan.file_index] = scan.name_rank
         for s in scan.sightings:
             r.learn(s)
+        r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
     return r
+
+
+def _ranks_named(scans: Sequence[TextScan]) -> set[int]:
+    named = {h.rank for s in scans for h in s.hits} | {x.rank for s in scans for x in s.sightings}
+    return {r for r in named if r is not None} | {r for s in scans if (r := s.name_rank) is not None}
+
+
+def _one_process(scans: Sequence[TextScan], environment: dict[str, str]) -> bool:
+    # A log naming one process only (one local rank, 0; no global rank, no host, no world size
+    # or node count above 1) comes from a one-process job, whose local rank 0 is its rank 0.
+    if environment.get("world_size", "1") != "1" or environment.get("nnodes", "1") not in ("1", "standalone"):
+        return False
+    hits = [h for s in scans for h in s.hits]
+    if any(h.rank is not None or h.host for h in hits) or any(s.name_rank is not None for s in scans):
+        return False
+    if any(x.rank is not None or x.host for s in scans for x in s.sightings):
+        return False
+    return {h.local_rank for h in hits} <= {None, 0}
 
 
 @dataclass(frozen=True)
@@ -104,12 +141,20 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
     first = r.first_failure.get(hit.file_index)
     if host is None and first is not None and first.rank == rank:
         host = first.host
+    if host is None and len({h.lower() for h in r.hosts}) == 1:
+        host = min(r.hosts)  # the only host the log names (host names ignore case)
     return Attribution(rank, host, how, hit.local_rank)
 
 
 def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
     if hit.rank is not None:
         return hit.rank, None
+    if r.world_of_one:
+        return 0, "the job has one rank (world size 1)"
+    if (rank := statement_rank(hit)) is not None:
+        return rank, "the rest of its message names that rank"
+    if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:
+        return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
     local = hit.local_rank
@@ -130,6 +175,39 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
         return first.rank, "the launcher's failure table names it the first failure"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
+
+
+CONTINUATION_REACH = 6  # lines below an error that may still be its message
+
+
+def statement_rank(hit: Hit) -> int | None:
+    """A rank the rest of the line's statement names: the wrapped first half above, or the
+    message's continuation below (lines with no head of their own, up to a blank line)."""
+    if hit.before and continues(hit.before[-1], hit.text):
+        facts = unwrap(hit.before[-1])
+        if facts.rank is not None:
+            return facts.rank
+    if hit.facts.tagged or hit.facts.time is not None:
+        return None  # a tagged or stamped line's message ends with it; what follows is new lines
+    for text in hit.after[:CONTINUATION_REACH]:
+        facts = unwrap(text)
+        if not text.strip() or facts.message != text.rstrip("\r\n") or _new_statement(facts.message):
+            return None
+        if facts.rank is not None:
+            return facts.rank
+    return None
+
+
+_TOOL_HEAD = re.compile(r"^[\w.-]+: ")
+
+
+def _new_statement(message: str) -> bool:
+    # A traceback, a frame, another exception, a tool's own line ("srun: error: ...") or a
+    # launcher's box starts something else.
+    head = message.lstrip()
+    if exception_name(head) is not None or HEADER.match(head) or FRAME.match(head) or _TOOL_HEAD.match(head):
+        return True
+    return head.startswith(("frame #", "During handling", "The above exception", "[", "="))
 
 
 def nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:

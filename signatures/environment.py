@@ -43,6 +43,7 @@ FACTS: tuple[FactPattern, ...] = (
     ),
     _fact("world_size", r"\b(?:world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
+    _fact("world_size", r"\bRANK and WORLD_SIZE in environ: [0-9]+/(?P<v>[0-9]+)\b"),  # DeiT-style utils
     # How many nodes the job spans: with one, a local rank is the global rank.
     _fact("nnodes", r"--nnodes[= ](?P<v>[0-9]+)(?::[0-9]+)?\b"),
     _fact("nnodes", r"\b(?:nnodes|NNODES|num_nodes|num_machines)[=: ]+(?P<v>[0-9]+)\b"),

@@ -8,13 +8,15 @@ lines states the failure; ``ranking.py`` then orders what is left.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
 from signatures.candidate import Candidate
+from signatures.hits import Hit
 from signatures.lines import unwrap
 from signatures.shapes import NCCL_UNWIND
-from signatures.tracebacks import FRAME, HEADER
+from signatures.tracebacks import FRAME, HEADER, exception_name
 
 LEAD_GAP = 6  # lines a statement may sit above the traceback it leads into
 
@@ -119,3 +121,140 @@ def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
         if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
     return ordinary >= SURVIVED_AFTER
+
+
+def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
+    """An exception that carries a tool's output gives way to the tool's own error line.
+
+    ``PTXASError: PTXAS error ...`` then "`ptxas` stderr:" then ``ptxas fatal : Value 'sm_121a' is
+    not defined``: the line that introduces captured output (ends in a colon) joins the carrier
+    to what the tool said, and the tool's error states the failure. The carrier's signature names
+    it when the tool's line has none. A carrier whose own message ends in a colon introduces the
+    tool's error itself, on the next line, when no signature knows that line.
+    """
+    at = {(c.hit.file_index, c.line): c for c in cands}
+    gone: set[int] = set()
+    for c in cands:
+        if c.death or id(c) in gone or not _carries_exception(c):
+            continue
+        itself = introduces(c.hit.facts.message)  # "RuntimeError: Internal Triton PTX codegen error: "
+        if itself:
+            told = _next_text(c.hit.after, 0)
+        else:
+            intro = _next_text(c.hit.after, 0)
+            if intro is None or (c.hit.file_index, c.line + intro[0]) in at or not introduces(intro[1]):
+                continue
+            told = _next_text(c.hit.after, intro[0])
+        inner = at.get((c.hit.file_index, c.line + told[0])) if told else None
+        if inner is None or inner.death or (inner.tier > c.tier and inner.signature is not None):
+            continue
+        if inner.signature is not None:
+            # The tool's line is known itself: it is the statement; but a message that goes on
+            # into a line of its own signature is that line's header ("Error(s) in loading
+            # state_dict:" then "Missing key(s) in state_dict").
+            if not itself or inner.signature is not c.signature:
+                gone.add(id(c))
+            continue
+        c.line, c.text = inner.line, inner.text
+        gone.add(id(inner))
+    return [c for c in cands if id(c) not in gone]
+
+
+def _carries_exception(c: Candidate) -> bool:
+    return c.line == c.hit.line and (
+        "reported-exception" in c.shapes or exception_name(c.hit.facts.message) is not None
+    )
+
+
+def _next_text(after: Sequence[str], start: int) -> tuple[int, str] | None:
+    """The first line with text below offset ``start`` of ``after``, as (offset from the hit, text)."""
+    for k in range(start, min(len(after), start + 2)):
+        if after[k].strip():
+            return k + 1, unwrap(after[k]).message
+    return None
+
+
+EPISODE_GAP = 2  # lines apart that two lines of one signature and one process are one episode
+_STACK = re.compile(r"^\s*(?:Exception raised from |frame #0: |Traceback \(most recent call last\))")
+
+
+def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
+    """Of one episode of one failure, the line that is thrown states it.
+
+    Two lines of one signature from one process, at most EPISODE_GAP lines apart, are one
+    episode ("To avoid data inconsistency, we are taking the entire process down", then "Process
+    group watchdog thread terminated with exception: ... Watchdog caught collective operation
+    timeout"). When only the later one is followed by its stack (C++ `Exception raised from`, a
+    `frame #0:`, a Python traceback), it is the exception itself, and the earlier a notice;
+    unless the thrown line quotes the earlier one (then the earlier one stated it first).
+    """
+    signed = sorted(
+        (c for c in cands if c.signature is not None and c.line == c.hit.line),
+        key=lambda c: (c.hit.file_index, c.line),
+    )
+    gone: set[int] = set()
+    for a, b in itertools.pairwise(signed):
+        one = a.signature is b.signature and a.hit.file_index == b.hit.file_index and a.hit.rank == b.hit.rank
+        near = a.tier == b.tier and 0 < b.line - a.line <= EPISODE_GAP
+        if one and near and _thrown(b) and not _thrown(a) and _quoted(a, b) is False:
+            gone.add(id(a))
+    return [c for c in cands if id(c) not in gone]
+
+
+_TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,40}\])+")
+
+
+def _quoted(a: Candidate, b: Candidate) -> bool:
+    words = _TAGS.sub("", a.hit.facts.message).strip()[:40]  # "[c10d] " and such are no words
+    return bool(words) and words in b.hit.facts.message
+
+
+def _thrown(c: Candidate) -> bool:
+    following = _next_text(c.hit.after, 0)
+    return following is not None and _STACK.match(following[1]) is not None
+
+
+_RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
+BOX_REACH = 8  # lines of a launcher's box above the line that reports the death
+
+
+def move_to_box_leads(cands: list[Candidate]) -> None:
+    """A death reported inside a launcher's box (Open MPI's, between dashed rules) is stated by
+    the box's first line ("mpirun detected that one or more processes exited with non-zero
+    status"): the evidence moves up to it, when no other failure line is in the box."""
+    lines = {(c.hit.file_index, c.line) for c in cands}
+    for c in cands:
+        if not c.death or c.signature is not None or c.line != c.hit.line:
+            continue
+        before = c.hit.before
+        for k in range(1, min(len(before), BOX_REACH) + 1):
+            if (c.hit.file_index, c.line - k) in lines:
+                break
+            if _RULE.match(before[-k]):
+                lead = next((j for j in range(k - 1, 0, -1) if before[-j].strip()), None)
+                # the lead is a sentence (words, single spaces), not a table's heading
+                sentence = (
+                    lead is not None
+                    and len(before[-lead].split()) >= 5
+                    and "   " not in before[-lead].strip()
+                )
+                if lead is not None and sentence and not introduces(unwrap(before[-lead]).message):
+                    c.line, c.text = c.hit.line - lead, before[-lead]
+                break
+
+
+def box_lines(hit: Hit) -> list[str]:
+    """The lines of the launcher's box ``hit`` sits in, up to its rules (empty when in none)."""
+    above: list[str] = []
+    for text in reversed(hit.before[-BOX_REACH:]):
+        if _RULE.match(text):
+            break
+        above.append(text)
+    else:
+        return []
+    below: list[str] = []
+    for text in hit.after[:BOX_REACH]:
+        if _RULE.match(text):
+            break
+        below.append(text)
+    return [*reversed(above), hit.text, *below]

@@ -31,7 +31,7 @@ class Kind(StrEnum):
 
 # The engine's own patterns: what an error looks like when no signature knows it.
 _EXCEPTION_SCAN = (
-    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\r?$)"
+    r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?: \(see above for traceback\))?(?::|\r?$)"
     # an exception class of any name in an exceptions module: triton.runtime.errors.OutOfResources:
     r"|\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
 )

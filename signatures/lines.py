@@ -76,13 +76,28 @@ _RANK_IN_MESSAGE = re.compile(
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
     r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+    # a rank as the subject of a sentence: "... on ranks. Rank 1 is running collective: ..."
+    r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
+    r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
+    r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
-_LOCAL_IN_MESSAGE = re.compile(r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?")
+# A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
+_LOCAL_IN_MESSAGE = re.compile(
+    r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?|--local[_-]rank=(?P<arg>\d+)\b"
+)
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
+)
+# Heads whose level is read but which stay in the message (signatures' excludes are written
+# against them): logging with the time first, as JAX prints it ("INFO:2026-01-05 05:12:08,452:
+# jax._src.xla_bridge:925: "), and a clock with a level letter ("05:12:08.452 [I] ").
+_LEVEL_ONLY = re.compile(
+    r"^(?P<word>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):"
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?:[\w.]+:\d+: "
+    r"|^\d\d:\d\d:\d\d(?:\.\d+)? \[(?P<letter>[IWEFD])\] "
 )
 _MAX_PREFIX_ROUNDS = 8
 
@@ -128,13 +143,16 @@ def unwrap(line: str) -> LineFacts:
     host = found.get("host")
     if rank is None and (m := _RANK_IN_MESSAGE.search(text)):
         rank = int(next(v for g in _RANK_GROUPS if (v := m.group(g)) is not None))
-    if local is None and "local_rank" in text and (m := _LOCAL_IN_MESSAGE.search(text)):
-        local = int(m.group("local"))
+    named = "local_rank" in text or "local-rank" in text
+    if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
+        local = int(m.group("local") or m.group("arg"))
         pid = pid if pid is not None or m.group("pid") is None else int(m.group("pid"))
     if host is None and (m := _HOST_IN_MESSAGE.search(text)):
         host = m.group("host") or m.group("srun")
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
     level = found["level"][0] if "level" in found else None
+    if level is None and (m := _LEVEL_ONLY.match(text)):
+        level = (m.group("word") or m.group("letter"))[0]
     return LineFacts(text, rank, host, time, level, local, pid, tagged)
 
 

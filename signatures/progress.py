@@ -52,9 +52,13 @@ _TROUBLE = (
 )
 
 
+# A run's summary printed as it exits ("wandb: train/global_step 260") repeats progress; it is none.
+_SUMMARIES = (b"wandb:",)
+
+
 def is_progress(line: bytes) -> bool:
     """Whether ``line`` reports training progress (and no problem)."""
-    if any(word in line for word in _TROUBLE):
+    if any(word in line for word in _TROUBLE) or line.startswith(_SUMMARIES):
         return False
     return any(any(k in line for k in keys) and form.search(line) for keys, form in _FORMS)
 
@@ -79,7 +83,7 @@ def step(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-WHOLE = 64 << 10  # a chunk up to this size is read whole for progress lines
+WHOLE = 256 << 10  # a chunk up to this size (a pasted excerpt, a short log) is read whole
 TAIL_BYTES = 4 << 10  # of a larger chunk, only lines in its last 4 KB ...
 TAIL_LINES = 2  # ... and at most this many of them
 KEPT = 256  # progress lines a text keeps (the newest)
@@ -100,11 +104,11 @@ def progress_lines(chunk: bytes, last_line: int) -> list[tuple[int, str]]:
     if lines and not lines[-1]:
         lines.pop()  # the chunk ends with a newline
     first = last_line - len(lines) + 1
-    return [
-        (first + i, line[:300].decode("utf-8", "replace"))
-        for i, line in enumerate(lines)
-        if is_progress(line)
-    ]
+    return [(first + i, _text(line)) for i, line in enumerate(lines) if is_progress(line)]
+
+
+def _text(line: bytes) -> str:
+    return line[:300].decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,9 @@ class Progress:
         The process went on when its own progress lines continue past the line (with a rank, that
         rank's; without one, any, when no progress line carries a rank). The job went on when the
         step counter of any rank moved JOB_STEPS or more past the line: data-parallel ranks wait
-        for each other every step, so no rank gets that far while another is dead.
+        for each other every step, so no rank gets that far while another is dead (with no step
+        before the line, or a counter started again after it, the steps after it must advance
+        that much from the first of them).
         """
         before, after = self.around(file_index, line, rank)
         if len(after) >= AFTER_MIN:
@@ -142,7 +148,12 @@ class Progress:
         every = self.lines.get(file_index, [])
         steps_before = [n for p in every if p.line < line and (n := step(p.text)) is not None]
         steps_after = [n for p in every if p.line > line and (n := step(p.text)) is not None]
-        return bool(steps_before and steps_after) and max(steps_after) >= max(steps_before) + JOB_STEPS
+        if not steps_after:
+            return False
+        # With no step before the line (an error at start-up), or a counter that started again
+        # below it (a new run after the line), the steps after it must advance from their first.
+        base = min(max(steps_before), min(steps_after)) if steps_before else min(steps_after)
+        return max(steps_after) >= base + JOB_STEPS
 
     def around(
         self, file_index: int, line: int, rank: int | None

@@ -10,12 +10,16 @@
    file, the order the files were given across files.
 3. Then specificity: a known signature beats an unknown error, and higher ``priority`` wins.
 Several signatures on one line: the line takes the best of them by the same role order and
-priority. Every rule here has a test in tests/test_ranking.py.
+priority. Before ordering, the noise rules demote what did not stop the run: an error the process
+trained or carried on past, a known failure in an info-level record (or a warning survived), an
+exception being handled when another was raised; and episodes.py picks which line of a several-line
+failure states it. Every rule here has a test in tests/test_ranking.py (episodes: test_episodes.py).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable
 
 from signatures.candidate import Candidate
@@ -24,15 +28,18 @@ from signatures.episodes import (
     carried_on,
     drop_wrapped_halves,
     first_after,
+    keep_thrown_statements,
     leads_into_traceback,
     move_introductions,
+    move_to_box_leads,
+    move_to_captured_output,
 )
 from signatures.hits import Hit
 from signatures.library import Kind, Library
-from signatures.lines import time_key
+from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
 from signatures.shapes import ShapeKind
-from signatures.spec import Signature
+from signatures.spec import Outcome, Signature
 from signatures.tracebacks import exception_name, recovered
 
 TIER_INITIATING = 0
@@ -67,12 +74,12 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
             sig = best.matcher.signature
             assert sig is not None
             cand = Candidate(best, sig, _tier(sig))
-            if _logged_and_handled(best):
+            if _logged_and_handled(best) or _a_quiet_record(best, progress):
                 cand.tier = TIER_BENIGN
         else:
             hit = min(line_hits, key=_shape_rank)
             kind = hit.matcher.shape.kind if hit.matcher.shape is not None else ShapeKind.ERROR
-            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback:
+            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback and not _was_handled(hit):
                 tier = TIER_INITIATING
             else:
                 tier = _SHAPE_TIER[kind]
@@ -95,8 +102,11 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
         _move_to_assert(cand)
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
+    move_to_box_leads(out)
+    out = keep_thrown_statements(move_to_captured_output(out))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
+    _demote_survived_warnings(out)
     _demote_late_unknowns(out)
     return out
 
@@ -145,10 +155,53 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
             c.tier = TIER_LATE_UNKNOWN
 
 
+def _was_handled(hit: Hit) -> bool:
+    # "During handling of the above exception, another exception occurred": the exception above
+    # it was being handled (a cache miss, a probe) when the one that matters was raised.
+    following = next((t for t in hit.after[:2] if t.strip()), "")
+    return unwrap(following).message.startswith("During handling of the above exception")
+
+
 def _logged_and_handled(hit: Hit) -> bool:
     # An error a library logged at warning or info level and then worked around ("assuming every
     # input is mutated", "falling back to eager") did not stop the run.
     return hit.facts.level in ("W", "I", "D") and recovered(hit.after, lines=6)
+
+
+_REPORTED = re.compile(r"<class '[\w.]+'>|\b[A-Z]\w*(?:Error|Exception)\b")
+_WARNING_LEAD = re.compile(r"^\W{0,4}(?:Warning|WARNING|WARN)\b")
+
+
+def _a_quiet_record(hit: Hit, progress: Progress | None) -> bool:
+    # A record logged at info or debug level states no failure, whatever words it holds (JAX logs
+    # each optional backend it fails to open, "Unable to initialize backend 'tpu'", at INFO); one
+    # logged as a warning states none when the process trained on past it.
+    # A degradation is logged at info as a matter of course, and TensorFlow reports the exception
+    # that stops a run at INFO ("Error reported to Coordinator: <class '...Error'>").
+    sig = hit.matcher.signature
+    if sig is None or sig.role.value != "initiating" or sig.outcome is Outcome.DEGRADATION:
+        return False
+    if hit.facts.level in ("I", "D"):
+        return _REPORTED.search(hit.facts.message) is None
+    return warned(hit) and progress is not None and progress.went_on(hit.file_index, hit.line, hit.rank)
+
+
+def warned(hit: Hit) -> bool:
+    """The line is a record logged as a warning (by its head, or a leading "Warning:")."""
+    return hit.facts.level == "W" or _WARNING_LEAD.match(hit.facts.message) is not None
+
+
+def _demote_survived_warnings(cands: list[Candidate]) -> None:
+    # A known failure logged as a warning, after which the same process printed ordinary output,
+    # was survived: "Warning: Failed to set NUMA affinity: libnuma.so: cannot open shared object".
+    # (A degradation is a warning the run carries on from by nature: it stays.)
+    lines = {(c.hit.file_index, c.line) for c in cands}
+    for c in cands:
+        sig = c.signature
+        if sig is None or sig.outcome is Outcome.DEGRADATION or c.tier != TIER_INITIATING:
+            continue
+        if warned(c.hit) and carried_on(c, lines):
+            c.tier = TIER_BENIGN
 
 
 _SHAPE_TIER = {

@@ -112,14 +112,17 @@ SHAPES: tuple[Shape, ...] = (
         "tool-error",
         ShapeKind.ERROR,
         "a program's or compiler's own error line",
-        (b"error: ", b" fatal "),
+        (b"error: ", b" fatal ", b"; error "),
         re.compile(
             # slurmstepd: error: ..., main.c:4:10: fatal error: ...
             r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"
             r"|^error: \S"  # setuptools, cargo
             r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
+            r"|^[\w.-]+ \S+, line \d+; (?:error|fatal) +: \S"  # ptxas /tmp/f.ptx, line 12; error   : ...
         ),
-        pattern=(r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: "),
+        pattern=(
+            r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: |, line [0-9]+; (?:error|fatal) +: "
+        ),
     ),
     Shape(
         "status-code",
@@ -128,6 +131,7 @@ SHAPES: tuple[Shape, ...] = (
         (
             *(f"{code}: ".encode() for code in ("RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE")),
             *(f"{code}: ".encode() for code in ("DEADLINE_EXCEEDED", "FAILED_PRECONDITION", "DATA_LOSS")),
+            b"Resource exhausted: ",  # TensorFlow 1.x prints the status by name
             b"CUDA_ERROR_",
             b"_STATUS_",
             b"CUDA error: ",
@@ -138,13 +142,14 @@ SHAPES: tuple[Shape, ...] = (
         ),
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-            r"|\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
+            r"|\bResource exhausted: |\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
         pattern=(
             r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-            r"|CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \(|error=-?[1-9]"
+            r"|Resource exhausted: |CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \("
+            r"|error=-?[1-9]"
             r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
         ),
     ),
@@ -187,12 +192,16 @@ SHAPES: tuple[Shape, ...] = (
         "reported-exception",
         ShapeKind.ERROR,
         "an exception a framework or test runner reported",
-        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('"),
+        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('", b"<Task finished "),
         re.compile(
             r"<class '[\w.]+(?:Error|Exception)'>"
+            r"|^future: <Task finished .* exception=\S"  # asyncio's "Task exception was never retrieved"
             r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
         ),
-        pattern=(r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"),
+        pattern=(
+            r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"
+            r"|<Task finished [^\n]* exception="
+        ),
     ),
     Shape(
         "os-error",
@@ -219,8 +228,9 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.DEGRADATION,
         "a configured limit that was hit",
         (b"limit",),
-        re.compile(r"\bhit (?:config\.)?\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
-        pattern=(r"hit (?:config\.)?[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
+        # "hit config.cache_size_limit (64)", "hit recompilation cache limit (64)", "recompile_limit reached"
+        re.compile(r"\bhit (?:config\.)?(?:[a-z]+ ){0,2}\w*limit\b|\b\w*limit\w* (?:reached|hit)\b"),
+        pattern=(r"hit (?:config\.)?(?:[a-z]+ ){0,2}[A-Za-z0-9_]*limit|limit[A-Za-z0-9_]* (?:reached|hit)"),
     ),
     Shape(
         "signal-death",
@@ -236,6 +246,10 @@ SHAPES: tuple[Shape, ...] = (
             b"Killed",
             b"signal",
             b"Signal ",
+            b"eceived SIG",
+            b"killed due to ",
+            b"killed because of ",
+            b"killed by ",
             *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
         ),
         re.compile(
@@ -244,6 +258,8 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
+            r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
+            r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
         ),
         pattern=(
             r"Segmentation fault|core dumped"
@@ -251,6 +267,8 @@ SHAPES: tuple[Shape, ...] = (
             r"|[0-9] +(?:Killed|Aborted|Segmentation fault|Bus error) "
             r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
+            r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
+            r"|[Rr]eceived SIG[A-Z]"
         ),
     ),
     Shape(
@@ -312,6 +330,14 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
     return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
 
 
+_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b")
+
+
+def _traceback_next(after: Sequence[str]) -> bool:
+    following = next((line for line in after[:2] if line.strip()), "")
+    return following.lstrip().startswith("Traceback (most recent call last)")
+
+
 def shape_holds(
     shape: Shape, raw: str, facts: LineFacts, matched: bool, after: Callable[[], Sequence[str]]
 ) -> bool:
@@ -324,8 +350,14 @@ def shape_holds(
     # at any level (TensorFlow's coordinator logs it as INFO).
     if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
         return matched
-    if not matched or facts.level in QUIET_LEVELS:
+    if not matched:
         return False
+    if shape.kind is ShapeKind.DEATH and _SIGNAL_EXIT.search(facts.message):
+        return True  # a launcher says at any level that it got a signal and is exiting
+    if facts.level in QUIET_LEVELS:
+        # A failure logged as a warning and followed at once by a traceback is what the
+        # traceback is about (TensorFlow's "W ... OP_REQUIRES failed ... Resource exhausted").
+        return facts.level == "W" and shape.kind is ShapeKind.ERROR and _traceback_next(after())
     if shape.name == "nccl-warning":
         return nccl_warning_failed(raw, facts.message, after())
     return True

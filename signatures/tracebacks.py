@@ -21,13 +21,19 @@ CHAIN = re.compile(
     r"^(?:The above exception was the direct cause of the following exception:"
     r"|During handling of the above exception, another exception occurred:)"
 )
+# TensorFlow 1.x names the exception and points back: "ResourceExhaustedError (see above for traceback): ..."
+_SEE_ABOVE = r"(?: \(see above for traceback\))?"
 EXCEPTION = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))(?::|$)"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+    + _SEE_ABOVE
+    + r"(?::|$)"
 )
 # A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
 EXCEPTION_LINE = re.compile(
     r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
-    r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|\**$|$)"
+    r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
+    + _SEE_ABOVE
+    + r"(?::|\**$|$)"
     r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
 )
 _WRAPPER_HEAD = re.compile(r"raised:\s*$|^\s*$")

@@ -93,6 +93,8 @@ def test_nccls_pid_maps_to_a_rank_through_its_communicator_line(library: Library
         (f"AssertionError: Rank 3: {BOOM}", 3),
         (f"what():  NCCL failure in all_reduce.cu at line: 86 rank: 6 {BOOM}", 6),
         (f"[1,9]<stderr>:{BOOM}", 9),
+        (f"RuntimeError: mismatch between collectives. Rank 4 is running collective: {BOOM}", 4),
+        (f"Unexpected result nan. Rank 8 has {BOOM}", 8),
     ],
 )
 def test_a_rank_inside_the_message_or_a_launcher_tag_names_it(library: Library, line: str, rank: int) -> None:
@@ -128,3 +130,41 @@ def test_a_rank_in_the_content_beats_the_file_name(library: Library) -> None:
     assert where(run(library, f"[rank5]: {BOOM}\n", names=["rank3.log"]))[0] == 5
     log = f"-- Process 6 terminated with the following error:\n{BOOM}\n"
     assert where(run(library, log, names=["rank3.log"]))[0] == 6
+
+
+def test_the_wrapped_first_half_of_a_statement_names_its_rank(library: Library) -> None:
+    log = "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 2] watchdog ended with exception: [Rank 2]\n"
+    assert where(run(library, log + " kernel-fault happened after 1800 ms\n"))[0] == 2
+    finished = "  what():  [Rank 2] watchdog ended.\n"  # a finished sentence: the next line is new
+    assert where(run(library, finished + " kernel-fault happened after 1800 ms\n"))[0] is None
+
+
+def test_the_continuation_of_an_error_message_names_its_rank(library: Library) -> None:
+    log = f"{BOOM}: parameters not used\nin producing loss.\nParameter indices without grad for rank 4: 1\n"
+    assert where(run(library, log))[0] == 4
+    parted = f"{BOOM}\n\nParameter indices without grad for rank 4: 1\n"  # a blank line ends the message
+    assert where(run(library, parted))[0] is None
+
+
+def test_a_lone_local_rank_0_is_rank_0_only_when_the_log_names_no_other_process(library: Library) -> None:
+    launcher = "[ERROR] [launch.py:434:sigkill_handler] ['python', 'main.py', '--local_rank=0'] {}\n"
+    assert where(run(library, launcher.format(BOOM)))[0] == 0
+    others = launcher.format(BOOM) + "...\n" * 4 + "[rank3]: RuntimeError: kernel-fault happened\n"
+    assert where(run(library, others))[0] is None  # rank 3 exists: local rank 0 may be any rank
+    assert where(run(library, f"[default3]:{BOOM}\n"))[0] is None  # local rank 3 implies more processes
+    world = f"world_size=8\n[default0]:{BOOM}\n"
+    assert where(run(library, world))[0] is None
+
+
+def test_a_job_of_world_size_1_has_only_rank_0(library: Library) -> None:
+    assert where(run(library, f"RANK and WORLD_SIZE in environ: 0/1\n{BOOM}\n"))[0] == 0
+    assert where(run(library, f"world_size=1\n{BOOM}\n"))[0] == 0
+    named = f"world_size=1\n[rank3]: step 1 {BOOM}\n...\n...\n...\n...\n{BOOM}\n"
+    assert where(run(library, named))[0] == 3  # a line names rank 3: the world size is not the job's
+
+
+def test_the_only_host_the_log_names_is_the_host(library: Library) -> None:
+    log = f"{BOOM}\nsrun: error: gpu-17: task 0: Exited with exit code 1\n"
+    assert where(run(library, log)) == (None, "gpu-17")
+    two = log + "srun: error: gpu-18: task 1: Exited with exit code 1\n"
+    assert where(run(library, two)) == (None, None)

@@ -57,6 +57,7 @@ def line_of(d: Diagnosis) -> int | None:
         ("4m11s  Warning  Evicted  pod/egg  The node was low on resource: memory.", "verdict"),
         ("INFO:tf:Error reported to Coordinator: <class 'tf.errors.InvalidArgumentError'>, bad", "reported"),
         ("[E socket.cpp:500] [c10d] failed to bind (errno: 98 - Address already in use).", "errno"),
+        ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor", "TF1 exception"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
@@ -65,6 +66,20 @@ def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
     d = run(library, f"step 1 loss 2.0\n{line}\n")
     assert d.status is Status.UNRECOGNIZED, (shape, d.why)
     assert line_of(d) == 2
+
+
+def test_a_tensorflow_status_logged_as_a_warning_right_before_a_traceback_states_it(library: Library) -> None:
+    line = "2018-06-08 17:26:00.908130: W tensorflow/core/framework/op_kernel.cc:1202] OP_REQUIRES failed : "
+    traceback = 'Traceback (most recent call last):\n  File "session.py", line 1361, in _do_call\n'
+    d = run(library, f"{line}Resource exhausted: OOM when allocating tensor\n{traceback}")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+    alone = run(library, f"{line}Resource exhausted: OOM when allocating tensor\nstep 2 loss 1.0\n")
+    assert alone.status is Status.CLEAN  # a warning on its own is no failure
+
+
+def test_workers_killed_for_memory_are_a_death(library: Library) -> None:
+    d = run(library, "12 Workers (tasks / actors) killed due to memory pressure (OOM), 0 crashed\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
 
 
 def test_a_process_death_is_named_when_nothing_states_a_cause(library: Library) -> None:
@@ -284,3 +299,44 @@ def test_the_failure_at_the_end_is_found_past_a_thousand_handled_records(library
     fatal = "ERROR: the dataset mount went away, giving up\n"
     d = run(library, handled + "step 1200 | loss 1.0\nstep 1201 | loss 1.0\n" + fatal)
     assert d.status is Status.UNRECOGNIZED and d.initiating and "mount went away" in d.initiating.text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "WARNING:torchdynamo.convert_frame:torchdynamo hit recompilation cache limit (64) for 'forward'",
+        "[WARNING] torch._dynamo hit config.cache_size_limit (64)",
+        "recompile_limit reached with one_graph=False",
+    ],
+)
+def test_a_limit_hit_in_words_is_a_degradation(library: Library, line: str) -> None:
+    d = run(library, f"step 1 loss 2.0\n{line}\nstep 2 loss 1.9\nstep 3 loss 1.8\n")
+    assert d.status is Status.DEGRADED and line_of(d) == 2
+
+
+def test_asyncios_unretrieved_task_exception_states_a_failure(library: Library) -> None:
+    log = (
+        "Task exception was never retrieved\nfuture: <Task finished name='T' coro=<loop()> exception=Boom>\n"
+    )
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+
+
+def test_an_exception_being_handled_when_another_was_raised_does_not_lead(library: Library) -> None:
+    task = "future: <Task finished name='T' coro=<loop()> exception=Triton Error [CUDA]: invalid argument>\n"
+    traceback = (
+        'Traceback (most recent call last):\n  File "<string>", line 21, in _fwd\nKeyError: (2, 0)\n\n'
+    )
+    chain = "During handling of the above exception, another exception occurred:\n\n"
+    quiet = "router: shutting down\n" * 8
+    assert line_of(run(library, task + quiet + traceback + chain)) == 1
+    assert line_of(run(library, task + quiet + traceback)) == 12  # an exception that ends a traceback leads
+
+
+def test_a_launcher_that_received_a_signal_and_exits_reports_a_death_at_any_level(library: Library) -> None:
+    cleanup = "[2025-08-15 08:42:10,745] [INFO] [launch.py:319:sigkill_handler] Sending process 1 closing\n"
+    signal = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:f] Main process received SIGINT, exiting\n"
+    d = run(library, cleanup + signal)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    informed = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:sigkill_handler] received SIGINT\n"
+    assert run(library, cleanup + informed).status is not Status.UNRECOGNIZED  # no exit stated

@@ -109,6 +109,8 @@ def test_rank_from_file_name(name: str, rank: int | None) -> None:
         ("[2023-10-13 17:40:02,544] torch.distributed.elastic.multiprocessing.api: [ERROR] x", "E"),
         ("WARNING:torch.distributed.run:x", "W"),
         ("[INFO|trainer.py:1812] 2024-01-01 12:00:00,123 >> x", "I"),
+        ("INFO:2026-01-05 05:12:08,452:jax._src.xla_bridge:925: x", "I"),  # logging, time first
+        ("05:12:08.452 [I] x (2485939:xla_bridge.py:925)", "I"),  # a clock and a level letter
         ("RuntimeError: x", None),
     ],
 )

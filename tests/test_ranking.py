@@ -269,3 +269,20 @@ def test_the_same_error_at_error_level_is_a_failure(library: Library) -> None:
     head = "E1210 08:01:33.059000 3495860 torch/_higher_order_ops/triton_kernel_wrap.py:987] [0/0] "
     log = f"{head}kernel-fault happened\n{head}assuming every input is mutated\n"
     assert run(library, log).status is Status.FAILURE
+
+
+def test_a_known_failure_logged_at_info_level_is_not_the_failure(library: Library) -> None:
+    log = "INFO:2026-01-05 05:12:08,452:jax.bridge:925: disk-broke happened\nValueError: stats missing\n"
+    d = run(library, log)
+    assert d.initiating and d.initiating.line == 2 and d.status is Status.UNRECOGNIZED
+    reported = "INFO:tf:Error reported to Coordinator: <class 'InvalidArgumentError'>, disk-broke happened\n"
+    assert run(library, reported).signature is not None  # an exception reported at INFO still counts
+
+
+def test_a_known_failure_logged_as_a_warning_and_carried_on_from_was_survived(library: Library) -> None:
+    ordinary = "".join(f"(Worker pid=7) loading shard {i}\n" for i in range(6))
+    log = f"(Worker pid=7) Warning: disk-broke happened\n{ordinary}ValueError: stats missing\n"
+    d = run(library, log)
+    assert d.initiating and d.initiating.line == 8
+    stopped = "(Worker pid=7) Warning: disk-broke happened\nValueError: stats missing\n"
+    assert run(library, stopped).initiating.line == 1  # type: ignore[union-attr]

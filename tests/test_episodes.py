@@ -1,0 +1,133 @@
+"""Which line of a several-line failure states it (signatures/episodes.py). One test per rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Diagnosis, Source, diagnose
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(
+        tmp_path_factory.mktemp("lib"),
+        [
+            signature_doc(
+                "watchdog-fired",
+                role="downstream",
+                fingerprints=[
+                    {"literal": "Watchdog caught a timeout"},
+                    {"literal": "taking the process down"},
+                ],
+            ),
+            signature_doc(
+                "kernel-too-big",
+                category="torch-compile",
+                fingerprints=[{"regex": r"error +: Entry function '\w+' uses too much parameter space"}],
+            ),
+            signature_doc(
+                "toolchain-broke",
+                category="torch-compile",
+                fingerprints=[
+                    {"literal": "Internal codegen error"},
+                    {"literal": "asm fatal : Value 'sm_99'"},
+                ],
+            ),
+        ],
+    )
+
+
+def run(library: Library, text: str) -> Diagnosis:
+    return diagnose([Source.from_text("job.log", text)], library=library)
+
+
+def test_an_exception_carrying_a_tools_output_gives_way_to_the_tools_error(library: Library) -> None:
+    log = "mod.errors.AsmError: Internal codegen error\n`asm` stderr:\nasm fatal : Value 'sm_99' is unknown\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "toolchain-broke"
+    assert d.initiating and d.initiating.line == 3
+
+
+def test_the_carriers_signature_names_a_tool_line_no_signature_knows(library: Library) -> None:
+    log = (
+        "mod.errors.AsmError: Internal codegen error\n`asm2` stderr:\nasm2 fatal : Value 'sm_98' is unknown\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == "toolchain-broke"
+    assert d.initiating and d.initiating.line == 3 and "sm_98" in d.initiating.text
+
+
+def test_a_carrier_ending_in_a_colon_introduces_the_tools_error_itself(library: Library) -> None:
+    log = "RuntimeError: Internal codegen error: \nasm /tmp/f.ptx, line 12; error : Entry function too big\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "toolchain-broke"
+    assert d.initiating and d.initiating.line == 2
+    prose = "RuntimeError: Internal codegen error: \nsee the compiler's log for details\n"
+    assert run(library, prose).initiating.line == 1  # type: ignore[union-attr]  # no error line: it stays
+
+
+def test_a_carrier_ending_in_a_colon_gives_way_to_a_line_another_signature_knows(library: Library) -> None:
+    tool = "asm f.ptx, line 12; error : Entry function 'k0' uses too much parameter space"
+    log = f"RuntimeError: Internal codegen error: \n{tool}\n"
+    d = run(library, log)
+    assert d.signature and d.signature.id == "kernel-too-big" and d.initiating and d.initiating.line == 2
+
+
+def test_without_an_introducing_line_the_exception_states_it(library: Library) -> None:
+    log = "mod.errors.AsmError: Internal codegen error\nasm2 fatal : Value 'sm_98' is unknown\n"
+    d = run(library, log)
+    assert d.initiating and d.initiating.line == 1
+
+
+OPEN_MPI_BOX = """\
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+-------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[29973,1],3]
+  Exit code:    1
+--------------------------------------------------------------------------
+"""
+
+
+def test_a_death_in_a_launchers_box_is_stated_by_the_boxs_first_line(library: Library) -> None:
+    d = run(library, OPEN_MPI_BOX)
+    assert d.initiating and d.initiating.line == 5
+    assert d.initiating.rank == 3  # the box's Process name [[job,1],vpid]: the vpid is the MPI rank
+
+
+def test_a_table_heading_above_a_death_is_no_box_lead(library: Library) -> None:
+    log = (
+        "-" * 40
+        + "\n  # of floats    bytes moved    avg time (ms)    max time\nSegmentation fault (core dumped)\n"
+    )
+    d = run(library, log)
+    assert d.initiating and d.initiating.line == 3
+
+
+STACK = "Exception raised from checkTimeout at pg.cpp:565 (most recent call first):\nframe #0: c10::Error()\n"
+
+
+def test_of_one_episode_the_thrown_line_states_it_not_the_notice_before(library: Library) -> None:
+    log = (
+        "[rank1]:[E pg.cpp:583] taking the process down.\n[rank1]:[E pg.cpp:1414] Watchdog caught a timeout\n"
+    )
+    d = run(library, log + STACK)
+    assert d.initiating and d.initiating.line == 2
+
+
+def test_a_thrown_line_that_quotes_the_line_above_leaves_it_the_statement(library: Library) -> None:
+    log = (
+        "[rank1]:[E pg.cpp:583] Watchdog caught a timeout after 600 s.\n"
+        "[rank1]:[E pg.cpp:1414] taking the process down: Watchdog caught a timeout after 600 s.\n"
+    )
+    assert run(library, log + STACK).initiating.line == 1  # type: ignore[union-attr]
+    other_rank = log.replace("[rank1]:[E pg.cpp:1414]", "[rank2]:[E pg.cpp:1414]").replace(
+        ": Watchdog", " ..."
+    )
+    assert run(library, other_rank + STACK).initiating.line == 1  # type: ignore[union-attr]
