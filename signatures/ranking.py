@@ -12,8 +12,10 @@
 Several signatures on one line: the line takes the best of them by the same role order and
 priority. Before ordering, the noise rules demote what did not stop the run: an error the process
 trained or carried on past, a known failure in an info-level record (or a warning survived), an
-exception being handled when another was raised; and episodes.py picks which line of a several-line
-failure states it. Every rule here has a test in tests/test_ranking.py (episodes: test_episodes.py).
+exception being handled when another was raised, an entry of torchrun's failure table listed
+under `Failures:` above its `Root Cause (first observed failure)`; and episodes.py picks which
+line of a several-line failure states it. Every rule here has a test in tests/test_ranking.py
+(episodes: test_episodes.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Iterable
 from signatures.candidate import Candidate
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
+    another_failure_of_box,
     carried_on,
     drop_wrapped_halves,
     first_after,
@@ -108,6 +111,7 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
     _demote_late_unknowns(out)
+    _demote_other_failures_of_box(out)
     return out
 
 
@@ -142,6 +146,13 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
         )
         if ending is None or ending.signature is None:
             c.tier = TIER_INITIATING
+
+
+def _demote_other_failures_of_box(cands: list[Candidate]) -> None:
+    """torchrun's table: an entry under ``Failures:`` failed after its ``Root Cause`` entry."""
+    for c in cands:
+        if c.tier < TIER_DOWNSTREAM and another_failure_of_box(c.hit):
+            c.tier = TIER_DOWNSTREAM
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:

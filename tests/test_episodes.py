@@ -131,3 +131,26 @@ def test_a_thrown_line_that_quotes_the_line_above_leaves_it_the_statement(librar
         ": Watchdog", " ..."
     )
     assert run(library, other_rank + STACK).initiating.line == 1  # type: ignore[union-attr]
+
+
+def _failure_table(first_entry: str) -> str:
+    rule, thick = "-" * 54, "=" * 54
+    entry = (
+        "[{n}]:\n  time      : 2024-12-31_16:45:52\n  host      : server\n"
+        "  rank      : {n} (local_rank: {n})\n  exitcode  : -7 (pid: 46739{n})\n"
+        "  error_file: <N/A>\n  traceback : Signal 7 (SIGBUS) received by PID 46739{n}\n"
+    )
+    return (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        f"{thick}\ntrain.py FAILED\n{rule}\nFailures:\n{first_entry}{rule}\n"
+        f"Root Cause (first observed failure):\n{entry.format(n=0)}{thick}\n"
+    ).replace("{other}", entry.format(n=1))
+
+
+def test_an_entry_under_failures_is_not_the_first_failure_its_root_cause_is() -> None:
+    # the whole library: the table's lines are read by the engine's own death shapes
+    d = diagnose([Source.from_text("job.log", _failure_table("{other}"))])
+    assert d.initiating and "(pid: 467390)" in d.initiating.text  # the Root Cause entry's line
+    assert d.initiating.rank == 0
+    alone = diagnose([Source.from_text("job.log", _failure_table("  <NO_OTHER_FAILURES>\n"))])
+    assert alone.initiating and "(pid: 467390)" in alone.initiating.text
