@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from signatures.episodes import box_lines, continues
+from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
 from signatures.structure import Sighting
@@ -153,6 +154,8 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
+    if (rank := entry_rank(hit.before, hit.text, hit.after)) is not None:
+        return rank, "its entry of the launcher's failure table names that rank"
     if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:

@@ -20,6 +20,7 @@ class Candidate:
     text: str = ""
     death: bool = False  # the line also reports how a process died (exit code, signal)
     shapes: frozenset[str] = frozenset()  # every generic shape the line has
+    yields: bool = False  # a line of torchrun's failure table that is not the first failure's statement
 
     @property
     def role(self) -> str:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from signatures.candidate import Candidate
+from signatures.failtable import listed_before_root_cause
 from signatures.hits import Hit
 from signatures.lines import unwrap
 from signatures.shapes import NCCL_UNWIND
@@ -260,19 +261,8 @@ def box_lines(hit: Hit) -> list[str]:
     return [*reversed(above), hit.text, *below]
 
 
-_FAILURES_HEAD = re.compile(r"^\s*Failures:\s*$")
-_ROOT_CAUSE_HEAD = re.compile(r"^\s*Root Cause \(first observed failure\):\s*$")
-TABLE_REACH = 40  # lines of torchrun's failure table around one entry's field
-
-
 def another_failure_of_box(hit: Hit) -> bool:
     """torchrun's failure table lists the other failed ranks under ``Failures:`` *above* its
     ``Root Cause (first observed failure):`` entry; a line of one of those other entries is a later
     failure, not the first, when the table's root-cause entry follows."""
-    for text in reversed(hit.before[-TABLE_REACH:]):
-        message = unwrap(text).message
-        if _FAILURES_HEAD.match(message):
-            return any(_ROOT_CAUSE_HEAD.match(unwrap(t).message) for t in hit.after[:TABLE_REACH])
-        if _RULE.match(message) or _ROOT_CAUSE_HEAD.match(message):
-            return False
-    return False
+    return listed_before_root_cause(hit.before, hit.text, hit.after)

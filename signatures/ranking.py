@@ -13,7 +13,9 @@ Several signatures on one line: the line takes the best of them by the same role
 priority. Before ordering, the noise rules demote what did not stop the run: an error the process
 trained or carried on past, a known failure in an info-level record (or a warning survived), an
 exception being handled when another was raised, an entry of torchrun's failure table listed
-under `Failures:` above its `Root Cause (first observed failure)`; and episodes.py picks which
+under `Failures:` above its `Root Cause (first observed failure)` (also in a paste that starts
+inside that list), the root-cause entry of another agent's table whose `time` is later (several
+nodes); of one entry its `exitcode :` line states the failure (failtable.py); and episodes.py picks which
 line of a several-line failure states it. Every rule here has a test in tests/test_ranking.py
 (episodes: test_episodes.py).
 """
@@ -36,6 +38,14 @@ from signatures.episodes import (
     move_introductions,
     move_to_box_leads,
     move_to_captured_output,
+)
+from signatures.failtable import (
+    TABLE_REACH,
+    entry_time,
+    is_exit_field,
+    is_field,
+    is_root_cause_head,
+    same_table,
 )
 from signatures.hits import Hit
 from signatures.library import Kind, Library
@@ -112,6 +122,7 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
     _demote_survived_warnings(out)
     _demote_late_unknowns(out)
     _demote_other_failures_of_box(out)
+    _demote_later_root_causes(out)
     return out
 
 
@@ -150,9 +161,49 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
 
 def _demote_other_failures_of_box(cands: list[Candidate]) -> None:
     """torchrun's table: an entry under ``Failures:`` failed after its ``Root Cause`` entry."""
+    fields = [c for c in cands if is_field(c.hit.text)]
+    listed: list[Candidate] = []  # fields above the root-cause head, the lowest first
+    for c in sorted(fields, key=lambda c: (c.hit.file_index, -c.hit.line)):
+        # the head may lie past the lines kept below c: a field below it in the same section knows
+        if another_failure_of_box(c.hit) or any(
+            x.hit.file_index == c.hit.file_index and same_table(x.hit.before, x.hit.line - c.hit.line)
+            for x in listed
+        ):
+            listed.append(c)
+    for c in listed:
+        if c.tier < TIER_BENIGN:
+            _later_entry(c)
+    # of one entry, its exitcode line states the failure: the head above it and its other fields
+    # (rank, the traceback field's signal) say the same of it and yield to that line
+    statements = [c for c in fields if is_exit_field(c.hit.text)]
     for c in cands:
-        if c.tier < TIER_DOWNSTREAM and another_failure_of_box(c.hit):
-            c.tier = TIER_DOWNSTREAM
+        if (is_root_cause_head(c.hit.text) or (c in fields and c not in statements)) and any(
+            s.hit.file_index == c.hit.file_index and abs(s.hit.line - c.hit.line) <= TABLE_REACH
+            for s in statements
+        ):
+            c.yields = True
+
+
+def _demote_later_root_causes(cands: list[Candidate]) -> None:
+    """Several agents (nodes) print one failure table each: the root cause whose entry's ``time``
+    is the earliest failed first; the other tables' entries report later failures."""
+    timed = [
+        (t, c)
+        for c in cands
+        if c.tier < TIER_BENIGN and (t := entry_time(c.hit.before, c.hit.text, c.hit.after))
+    ]
+    if len({t for t, _ in timed}) < 2:
+        return
+    first = min(t for t, _ in timed)
+    for t, c in timed:
+        if t > first:
+            _later_entry(c)
+
+
+def _later_entry(c: Candidate) -> None:
+    # a later failure: a symptom beside the first; among the table's wrapper lines, after the first
+    c.yields = True
+    c.tier = max(c.tier, TIER_DOWNSTREAM)
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:
@@ -267,6 +318,8 @@ def _move_to_assert(cand: Candidate) -> None:
 def _compare(a: Candidate, b: Candidate) -> int:
     if a.tier != b.tier:
         return -1 if a.tier < b.tier else 1
+    if a.yields != b.yields:
+        return 1 if a.yields else -1
     if a.tier == TIER_WRAPPER and a.death != b.death:
         return -1 if a.death else 1  # the launcher's report of how a worker died beats its cleanup
     order = time_order(a, b)

@@ -1,0 +1,66 @@
+"""torchrun's failure table (signatures/failtable.py): which entry failed first, and its rank."""
+
+from __future__ import annotations
+
+from signatures import Source, diagnose
+
+RULE, THICK = "-" * 54, "=" * 54
+
+
+def _entry(n: int, rank: int, code: int, time: str = "2024-01-16_18:04:01", gap: str = "") -> str:
+    fields = [
+        f"[{n}]:",
+        f"  time      : {time}",
+        "  host      : lexun-1",
+        f"  rank      : {rank} (local_rank: {rank % 8})",
+        f"  exitcode  : {code} (pid: 166{rank:02d})",
+        "  error_file: <N/A>",
+        f"  traceback : Signal {-code} (SIGBUS) received by PID 166{rank:02d}"
+        if code < 0
+        else "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+    ]
+    return "".join(f"{f}\n{gap}" for f in fields)
+
+
+def _diagnose(text: str):
+    return diagnose([Source.from_text("job.log", text)])
+
+
+def test_a_paste_that_starts_inside_failures_still_takes_the_root_cause_entry() -> None:
+    # no "Failures:" head in the paste, blank lines between fields: the root-cause head lies past
+    # the lines kept below the first entries
+    for gap in ("", "\n"):
+        text = (
+            _entry(5, 6, -7, gap=gap)
+            + _entry(6, 7, -7, gap=gap)
+            + f"{RULE}\n{gap}Root Cause (first observed failure):\n"
+            f"{gap}" + _entry(0, 0, -7, gap=gap) + f"{THICK}\n"
+        )
+        d = _diagnose(text)
+        assert d.initiating and "(pid: 16600)" in d.initiating.text, gap
+        assert d.initiating.rank == 0
+        assert d.signature and d.signature.id == "rank-exited-on-signal"
+        assert "exitcode" in d.initiating.text  # the entry's exitcode line states it, not its traceback field
+
+
+def _table(entry: str) -> str:
+    return f"{THICK}\ntrain.py FAILED\n{RULE}\nFailures:\n  <NO_OTHER_FAILURES>\n{RULE}\nRoot Cause (first observed failure):\n{entry}{THICK}\n"
+
+
+def test_of_two_agents_tables_the_earliest_root_cause_wins_with_its_own_rank() -> None:
+    late = _table(_entry(0, 0, 1, time="2023-06-03_22:45:52"))
+    early = _table(_entry(0, 4, 1, time="2023-06-03_22:45:01"))
+    for text in (late + early, early + late):
+        d = _diagnose(text)
+        assert d.initiating and "(pid: 16604)" in d.initiating.text
+        assert d.initiating.rank == 4  # the entry's rank field, not the first table's
+    same = _diagnose(_table(_entry(0, 0, 1)) + _table(_entry(0, 4, 1)))
+    assert same.initiating and "(pid: 16600)" in same.initiating.text  # same time: the first printed
+
+
+def test_a_positive_exit_code_is_no_signal() -> None:
+    d = _diagnose(_table(_entry(0, 3, 1)))
+    assert d.signature is None or d.signature.id != "rank-exited-on-signal"
+    abort = _diagnose(_table(_entry(0, 3, -6)))
+    assert abort.signature and abort.signature.id == "rank-exited-on-signal" and abort.initiating
+    assert abort.initiating.rank == 3
