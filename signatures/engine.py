@@ -150,7 +150,8 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
             )
         )
     progress = Progress((scan.file_index, scan.progress) for scan in scans)
-    ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress))
+    stops = [(x.file_index, x.line) for scan in scans for x in scan.sightings if x.stop]
+    ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
     if not ranked:

@@ -15,7 +15,9 @@ trained or carried on past, a known failure in an info-level record (or a warnin
 exception being handled when another was raised, an entry of torchrun's failure table listed
 under `Failures:` above its `Root Cause (first observed failure)` (also in a paste that starts
 inside that list), the root-cause entry of another agent's table whose `time` is later (several
-nodes); of one entry its `exitcode :` line states the failure (failtable.py); and episodes.py picks which
+nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
+prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
+and episodes.py picks which
 line of a several-line failure states it. Every rule here has a test in tests/test_ranking.py
 (episodes: test_episodes.py).
 """
@@ -72,8 +74,14 @@ _ROLE_TIER = {
 }
 
 
-def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None = None) -> list[Candidate]:
-    """Collapse hits to one candidate per line, applying traceback, frame and handling rules."""
+def candidates(
+    hits: Iterable[Hit],
+    library: Library,
+    progress: Progress | None = None,
+    stops: Iterable[tuple[int, int]] = (),
+) -> list[Candidate]:
+    """Collapse hits to one candidate per line, applying traceback, frame and handling rules.
+    ``stops`` are the (file, line) where a process says it received a stop signal."""
     by_line: dict[tuple[int, int], list[Hit]] = {}
     for hit in hits:
         if hit.matcher.kind is Kind.FACT:
@@ -123,7 +131,22 @@ def candidates(hits: Iterable[Hit], library: Library, progress: Progress | None 
     _demote_late_unknowns(out)
     _demote_other_failures_of_box(out)
     _demote_later_root_causes(out)
+    _demote_teardown(out, list(stops))
     return out
+
+
+TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
+
+
+def _demote_teardown(cands: list[Candidate], stops: list[tuple[int, int]]) -> None:
+    """What a process prints after it said it was asked to stop (SIGTERM or SIGINT received) is
+    its tear-down: workers it kills, an engine it finds dead, an exit code -15. No failure of its
+    own, unless something failed before the request (that earlier line leads anyway)."""
+    for c in cands:
+        if "scheduler-verdict" in c.shapes:
+            continue  # the scheduler saying why it stopped the job is the cause, not the tear-down
+        if any(f == c.hit.file_index and 0 < c.hit.line - line <= TEARDOWN_REACH for f, line in stops):
+            c.tier = TIER_BENIGN
 
 
 def _demote_survived_errors(cands: list[Candidate]) -> None:

@@ -30,6 +30,7 @@ class Sighting:
     first_failure: bool = False  # the launcher's "Root Cause (first observed failure)" row
     spawn: bool = False  # mp.spawn: the traceback below this line is this rank's
     time: str | None = None
+    stop: bool = False  # the process says it was asked to stop (SIGTERM, SIGINT received)
 
 
 Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str]]], Sighting | None]
@@ -118,8 +119,24 @@ def _read_spawn(
     return Sighting(file_index, line, rank=int(m.group("index")), spawn=True) if m else None
 
 
+# A process saying that it received a stop signal: "SIGTERM received. ... shutting down", vLLM's
+# "trigger received signal=SIGTERM", DeepSpeed's "Main process received SIGINT, exiting".
+_STOP = re.compile(
+    r"\b(?:[Rr]eceived|[Cc]aught|[Gg]ot)\b[^\n]{0,40}?\bSIG(?:TERM|INT)\b"
+    r"|\bSIG(?:TERM|INT)\b:? (?:signal )?received\b"
+)
+
+
+def _read_stop(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """A stop the process was asked for: what it prints while shutting down is its tear-down."""
+    return Sighting(file_index, line, stop=True) if _STOP.search(facts.message) else None
+
+
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
+    StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
 )

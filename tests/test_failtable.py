@@ -44,7 +44,8 @@ def test_a_paste_that_starts_inside_failures_still_takes_the_root_cause_entry() 
 
 
 def _table(entry: str) -> str:
-    return f"{THICK}\ntrain.py FAILED\n{RULE}\nFailures:\n  <NO_OTHER_FAILURES>\n{RULE}\nRoot Cause (first observed failure):\n{entry}{THICK}\n"
+    head = f"{THICK}\ntrain.py FAILED\n{RULE}\nFailures:\n  <NO_OTHER_FAILURES>\n{RULE}\n"
+    return f"{head}Root Cause (first observed failure):\n{entry}{THICK}\n"
 
 
 def test_of_two_agents_tables_the_earliest_root_cause_wins_with_its_own_rank() -> None:
