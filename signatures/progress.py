@@ -131,7 +131,7 @@ class Progress:
         """Whether training went on after ``line``: the process that printed it, or the whole job.
 
         The process went on when its own progress lines continue past the line (with a rank, that
-        rank's; without one, any, when no progress line carries a rank). The job went on when the
+        rank's; without one, those without one, when most progress lines after it carry none). The job went on when the
         step counter of any rank moved JOB_STEPS or more past the line: data-parallel ranks wait
         for each other every step, so no rank gets that far while another is dead (with no step
         before the line, or a counter started again after it, the steps after it must advance
@@ -163,7 +163,13 @@ class Progress:
         if rank is not None:
             own = [p for p in own if p.rank == rank]
         elif any(p.rank is not None for p in own):
-            return [], []
+            # a line without a rank in a log of ranked progress is the launcher's or another
+            # process's; only when most progress lines after it carry no rank (one stream, a
+            # rank tag glued to a progress bar here and there) are those lines its process's
+            later = [p for p in own if p.line > line]
+            if 2 * sum(p.rank is None for p in later) <= len(later):
+                return [], []
+            own = [p for p in own if p.rank is None]
         return [p for p in own if p.line < line], [p for p in own if p.line > line]
 
 

@@ -42,3 +42,13 @@ def test_a_step_counter_that_started_again_is_read_from_its_new_start() -> None:
 
 def test_a_summary_printed_at_exit_is_no_progress() -> None:
     assert progress_lines(b"wandb:   train/global_step 260\nwandb:          train/loss 1.4358\n", 2) == []
+
+
+def test_an_untagged_error_goes_on_with_the_untagged_stream_after_it() -> None:
+    # a server's untagged throughput lines; one worker's rank tag glued to a progress bar earlier
+    glued = (3, "Capturing CUDA graph shapes: 66/67 [00:37<00:00, 1.98it/s](VllmWorker rank=1 pid=7) INFO")
+    rates = [(n, f"INFO Engine 000: Avg prompt throughput: {n}.0 tokens/s") for n in range(20, 26)]
+    assert Progress([(0, [glued, *rates])]).went_on(0, 10, None)
+    # when the progress after it carries ranks, an untagged line's own process is unknown
+    ranked = [(n, f"[rank{n % 2}]: 12.{n} it/s") for n in range(20, 26)]
+    assert not Progress([(0, [glued, *ranked])]).went_on(0, 10, None)
