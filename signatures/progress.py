@@ -131,11 +131,11 @@ class Progress:
         """Whether training went on after ``line``: the process that printed it, or the whole job.
 
         The process went on when its own progress lines continue past the line (with a rank, that
-        rank's; without one, those without one, when most progress lines after it carry none). The job went on when the
-        step counter of any rank moved JOB_STEPS or more past the line: data-parallel ranks wait
-        for each other every step, so no rank gets that far while another is dead (with no step
-        before the line, or a counter started again after it, the steps after it must advance
-        that much from the first of them).
+        rank's; without one, those without one, when most progress lines after it carry none).
+        The job went on when the step counter of any rank moved JOB_STEPS or more past the line:
+        data-parallel ranks wait for each other every step, so no rank gets that far while another
+        is dead (with no step before the line, or a counter started again after it, the steps
+        after it must advance that much from the first of them).
         """
         before, after = self.around(file_index, line, rank)
         if len(after) >= AFTER_MIN:
