@@ -7,6 +7,16 @@ from dataclasses import dataclass
 from signatures.hits import Hit
 from signatures.spec import Signature
 
+# How strongly a line claims to be the initiating failure, strongest first (ranking.py rule 1).
+TIER_INITIATING = 0
+TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
+TIER_DEGRADED = 2  # a run going on worse (limit hit, non-finite loss) that no signature knows
+TIER_DEATH = 3  # a process death no signature knows: what killed it is usually printed before
+TIER_DOWNSTREAM = 4
+TIER_LATE_UNKNOWN = 5  # an unknown error after a downstream symptom: likely its consequence
+TIER_WRAPPER = 6
+TIER_BENIGN = 7
+
 
 @dataclass
 class Candidate:

@@ -17,6 +17,7 @@ under `Failures:` above its `Root Cause (first observed failure)` (also in a pas
 inside that list), the root-cause entry of another agent's table whose `time` is later (several
 nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
+a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it);
 and episodes.py picks which
 line of a several-line failure states it. Every rule here has a test in tests/test_ranking.py
 (episodes: test_episodes.py).
@@ -28,7 +29,17 @@ import functools
 import re
 from collections.abc import Iterable
 
-from signatures.candidate import Candidate
+from signatures.candidate import (
+    TIER_BENIGN,
+    TIER_DEATH,
+    TIER_DEGRADED,
+    TIER_DOWNSTREAM,
+    TIER_INITIATING,
+    TIER_LATE_UNKNOWN,
+    TIER_UNKNOWN,
+    TIER_WRAPPER,
+    Candidate,
+)
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
     another_failure_of_box,
@@ -55,16 +66,8 @@ from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
 from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
+from signatures.stops import demote_step_beside_job, demote_teardown
 from signatures.tracebacks import exception_name, recovered
-
-TIER_INITIATING = 0
-TIER_UNKNOWN = 1  # an error no signature knows, without a traceback to vouch for it
-TIER_DEGRADED = 2  # a run going on worse (limit hit, non-finite loss) that no signature knows
-TIER_DEATH = 3  # a process death no signature knows: what killed it is usually printed before
-TIER_DOWNSTREAM = 4
-TIER_LATE_UNKNOWN = 5  # an unknown error after a downstream symptom: likely its consequence
-TIER_WRAPPER = 6
-TIER_BENIGN = 7
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -131,22 +134,9 @@ def candidates(
     _demote_late_unknowns(out)
     _demote_other_failures_of_box(out)
     _demote_later_root_causes(out)
-    _demote_teardown(out, list(stops))
+    demote_teardown(out, list(stops))
+    demote_step_beside_job(out)
     return out
-
-
-TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
-
-
-def _demote_teardown(cands: list[Candidate], stops: list[tuple[int, int]]) -> None:
-    """What a process prints after it said it was asked to stop (SIGTERM or SIGINT received) is
-    its tear-down: workers it kills, an engine it finds dead, an exit code -15. No failure of its
-    own, unless something failed before the request (that earlier line leads anyway)."""
-    for c in cands:
-        if "scheduler-verdict" in c.shapes:
-            continue  # the scheduler saying why it stopped the job is the cause, not the tear-down
-        if any(f == c.hit.file_index and 0 < c.hit.line - line <= TEARDOWN_REACH for f, line in stops):
-            c.tier = TIER_BENIGN
 
 
 def _demote_survived_errors(cands: list[Candidate]) -> None:

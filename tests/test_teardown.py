@@ -39,3 +39,17 @@ def test_a_scheduler_verdict_after_the_stop_is_kept() -> None:
     )
     d = _diagnose(SERVING + log)
     assert d.initiating and "CANCELLED" in d.initiating.text
+
+
+def test_of_a_step_and_its_job_cancelled_at_one_second_the_job_line_states_it() -> None:
+    # both lines name the time limit (one signature, same role): only the rule puts the JOB first
+    at = "CANCELLED AT 2021-05-27T21:42:11 DUE TO TIME LIMIT ***\n"
+    step = f"slurmstepd: error: *** STEP 1999616.0 ON r6 {at}"
+    job = f"slurmstepd: error: *** JOB 1999616 ON r6 {at}"
+    for log in (step + job, job + step):
+        d = _diagnose(SERVING + log)
+        assert d.initiating and "*** JOB 1999616" in d.initiating.text
+    # the JOB line of another second is another statement: the STEP line printed first leads
+    later = job.replace("21:42:11", "21:43:40")
+    d = _diagnose(SERVING + step + later)
+    assert d.initiating and "*** STEP" in d.initiating.text

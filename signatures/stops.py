@@ -1,0 +1,40 @@
+"""Ends that are no failure of their own: tear-down after a requested stop, a Slurm step's line
+beside its job's. Both only lower candidates (ranking.py applies them last)."""
+
+from __future__ import annotations
+
+import re
+
+from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, Candidate
+
+TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
+
+
+def demote_teardown(cands: list[Candidate], stops: list[tuple[int, int]]) -> None:
+    """What a process prints after it said it was asked to stop (SIGTERM or SIGINT received) is
+    its tear-down: workers it kills, an engine it finds dead, an exit code -15. No failure of its
+    own, unless something failed before the request (that earlier line leads anyway)."""
+    for c in cands:
+        if "scheduler-verdict" in c.shapes:
+            continue  # the scheduler saying why it stopped the job is the cause, not the tear-down
+        if any(f == c.hit.file_index and 0 < c.hit.line - line <= TEARDOWN_REACH for f, line in stops):
+            c.tier = TIER_BENIGN
+
+
+_SLURM_CANCEL = re.compile(
+    r"\*\*\* (?P<what>JOB|STEP) (?P<job>\d+)(?:\.\S+)? ON \S+ CANCELLED AT (?P<at>\S+)"
+)
+
+
+def demote_step_beside_job(cands: list[Candidate]) -> None:
+    """Slurm prints the job's cancellation and each step's at the same second: the JOB line states
+    the cause (the job was cancelled, or ran out of time), a STEP line what that did to one step."""
+    jobs = {
+        (m.group("job"), m.group("at"))
+        for c in cands
+        if (m := _SLURM_CANCEL.search(c.text)) is not None and m.group("what") == "JOB"
+    }
+    for c in cands:
+        m = _SLURM_CANCEL.search(c.text)
+        if m is not None and m.group("what") == "STEP" and (m.group("job"), m.group("at")) in jobs:
+            c.tier = max(c.tier, TIER_DOWNSTREAM)
