@@ -13,7 +13,6 @@ import re
 from collections.abc import Sequence
 
 from signatures.candidate import Candidate
-from signatures.failtable import listed_before_root_cause
 from signatures.hits import Hit
 from signatures.lines import unwrap
 from signatures.shapes import NCCL_UNWIND
@@ -260,9 +259,3 @@ def box_lines(hit: Hit) -> list[str]:
         below.append(text)
     return [*reversed(above), hit.text, *below]
 
-
-def another_failure_of_box(hit: Hit) -> bool:
-    """torchrun's failure table lists the other failed ranks under ``Failures:`` *above* its
-    ``Root Cause (first observed failure):`` entry; a line of one of those other entries is a later
-    failure, not the first, when the table's root-cause entry follows."""
-    return listed_before_root_cause(hit.before, hit.text, hit.after)

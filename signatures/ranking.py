@@ -42,7 +42,6 @@ from signatures.candidate import (
 )
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
-    another_failure_of_box,
     carried_on,
     drop_wrapped_halves,
     first_after,
@@ -58,6 +57,7 @@ from signatures.failtable import (
     is_exit_field,
     is_field,
     is_root_cause_head,
+    listed_before_root_cause,
     same_table,
 )
 from signatures.hits import Hit
@@ -178,7 +178,7 @@ def _demote_other_failures_of_box(cands: list[Candidate]) -> None:
     listed: list[Candidate] = []  # fields above the root-cause head, the lowest first
     for c in sorted(fields, key=lambda c: (c.hit.file_index, -c.hit.line)):
         # the head may lie past the lines kept below c: a field below it in the same section knows
-        if another_failure_of_box(c.hit) or any(
+        if listed_before_root_cause(c.hit.before, c.hit.text, c.hit.after) or any(
             x.hit.file_index == c.hit.file_index and same_table(x.hit.before, x.hit.line - c.hit.line)
             for x in listed
         ):

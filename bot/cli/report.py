@@ -9,7 +9,6 @@ asks the server for its advice (``GET /jobs/<job_id>``), which adds the history 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import getpass
 import hashlib
 import json
@@ -23,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.cli.advise import EXIT_HELP, exit_code, print_advice, with_host
+from bot.ops.webhook_client import TIMEOUT_S, WebhookError, endpoint, post_signed
 from handlers.webhook import PATH, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from signatures import InputError, diagnose
 from signatures.advice import Advice, AdviceFormatError
 from signatures.engine import default_library
 
-TIMEOUT_S = 30.0
 POLL_S = 2.0  # between asks for the server's advice while --wait runs
 
 
@@ -102,31 +101,10 @@ def build_payload(args: argparse.Namespace) -> dict[str, Any]:
 
 def send(url: str, secret: str, payload: dict[str, Any]) -> dict[str, Any]:
     """POST the signed payload; return the server's JSON answer or raise ReportError."""
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    timestamp = str(int(time.time()))
-    request = urllib.request.Request(
-        _endpoint(url),
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "denpex-report",
-            TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: sign(secret, timestamp, body),
-        },
-    )
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            answer: dict[str, Any] = json.loads(response.read() or b"{}")
-            return answer
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(2000).decode("utf-8", "replace")
-        with contextlib.suppress(ValueError, AttributeError):
-            detail = json.loads(detail).get("error", detail)
-        raise ReportError(f"the server answered HTTP {exc.code}: {detail}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ReportError(f"could not reach {_endpoint(url)}: {reason}") from None
+        return post_signed(endpoint(url), secret, payload, user_agent="denpex-report")
+    except WebhookError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -226,11 +204,6 @@ def _read_secret(path: Path) -> str:
     if not secret:
         raise ReportError(f"the secret file {path} is empty")
     return secret
-
-
-def _endpoint(url: str) -> str:
-    url = url.rstrip("/")
-    return url if url.endswith(PATH) else url + PATH
 
 
 def _derived_job_id(paths: list[Path]) -> str:

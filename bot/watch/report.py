@@ -7,18 +7,15 @@ import queue
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from bot.ops.webhook_client import WebhookError, endpoint, post_signed
 from bot.watch.answer import FAILING, FINAL
 from bot.watch.job import JobInfo
-from handlers.webhook import PATH, SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from signatures import Diagnosis
 
 CONTEXT = 3  # context lines around the initiating line, as `denpex diagnose --json` by default
-TIMEOUT_S = 30.0
 TRIES = 4  # a report is tried this often, 1, 2, 4 s apart, before it is given up (and said so)
 # What the Slack message's header says after "Job <name>": the job is still running, except at the end.
 HEADER_STATUS = {
@@ -26,14 +23,6 @@ HEADER_STATUS = {
     "failure": "failing (still running)",
     "cascade": "failing on more ranks (still running)",
 }
-
-
-class WebhookError(Exception):
-    """A report the server refused or could not be reached for; the message says why."""
-
-    def __init__(self, message: str, *, again: bool) -> None:
-        super().__init__(message)
-        self.again = again  # worth trying again: unreachable, busy (429, 503) or a server error
 
 
 class Sink(Protocol):
@@ -77,8 +66,7 @@ class Webhook:
     that a slow server never holds up reading the logs."""
 
     def __init__(self, url: str, secret: str, job: JobInfo, channel: str | None = None) -> None:
-        base = url.rstrip("/")
-        self.endpoint = base if base.endswith(PATH) else base + PATH
+        self.endpoint = endpoint(url)
         self.secret = secret
         self.job = job
         self.channel = channel
@@ -115,7 +103,7 @@ class Webhook:
         while (payload := self._queue.get()) is not None:
             for attempt in range(TRIES):
                 try:
-                    post(self.endpoint, self.secret, payload)
+                    post_signed(self.endpoint, self.secret, payload, user_agent="denpex-watch")
                     self.sent += 1
                     break
                 except WebhookError as exc:
@@ -124,29 +112,3 @@ class Webhook:
                         break
                     time.sleep(2**attempt)
 
-
-def post(endpoint: str, secret: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """POST ``payload`` signed with ``secret``; the server's JSON answer, or raise WebhookError."""
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    timestamp = str(int(time.time()))
-    request = urllib.request.Request(
-        endpoint,
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "denpex-watch",
-            TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: sign(secret, timestamp, body),
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            answer: dict[str, Any] = json.loads(response.read() or b"{}")
-            return answer
-    except urllib.error.HTTPError as exc:
-        detail = exc.read(500).decode("utf-8", "replace")
-        again = exc.code == 429 or exc.code >= 500
-        raise WebhookError(f"the server answered HTTP {exc.code}: {detail}", again=again) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise WebhookError(f"could not reach {endpoint}: {getattr(exc, 'reason', exc)}", again=True) from None

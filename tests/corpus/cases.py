@@ -156,7 +156,7 @@ def grade(case: Case, mode: str, diagnosis: Diagnosis, offset: int = 0) -> Grade
             g.problems.append(f"initiating text does not contain the labelled line: {init.text[:160]!r}")
         if init.line != expected_line:
             g.problems.append(f"initiating line is {init.line}, expected {expected_line}")
-    if case.initiating_rank is not None and not (case.rank_needs_whole_log and offset):
+    if case.initiating_rank is not None and not (case.rank_needs_whole_log and mode == "embedded"):
         g.rank_right = init is not None and init.rank == case.initiating_rank
         if not g.rank_right:
             g.problems.append(f"rank is {init.rank if init else None}, expected {case.initiating_rank}")
