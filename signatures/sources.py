@@ -10,6 +10,7 @@ few levels deep.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tempfile
@@ -35,6 +36,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZIP_MAGIC = b"PK\x03\x04"
 ZIP_EMPTY = b"PK\x05\x06"
 READ_SIZE = 1 << 20
+KEEP_FREED_AFTER = 64 << 20  # a file read past this tunes the allocator (keep_freed_blocks)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 PROBE = 16 << 10  # how far back from a block's end its last newline is looked for
 SPOOL_IN_MEMORY = 8 << 20  # a zip read from a stream is held in memory up to this, then on disk
 
@@ -165,6 +168,8 @@ def file_blocks(handle: IO[bytes], start: int, end: int | None = None) -> Iterat
     """
     pos = start
     while end is None or pos < end:
+        if pos - start > KEEP_FREED_AFTER:
+            keep_freed_blocks()
         want = READ_SIZE if end is None else min(READ_SIZE, end - pos)
         if want > PROBE:
             handle.seek(pos + want - PROBE)
@@ -178,6 +183,21 @@ def file_blocks(handle: IO[bytes], start: int, end: int | None = None) -> Iterat
             return
         pos += len(block)
         yield block
+
+
+@functools.cache
+def keep_freed_blocks() -> None:
+    """Ask the C allocator to keep freed blocks for the next ones instead of returning them to the
+    kernel: each 1 MB block read then lands in memory already mapped, not in 256 fresh pages to
+    fault in (0.25 s of system time per GB read). glibc only; elsewhere nothing changes."""
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 16 << 20)  # blocks of a few MB come from the heap, which is reused
+    mallopt(_M_TRIM_THRESHOLD, 64 << 20)  # and the heap's top is not handed back after each one
 
 
 def _read_exactly(handle: IO[bytes], n: int) -> bytes:
