@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from signatures import diagnose
+from signatures import diagnose, hits
 from signatures.demote import DEMOTE_AFTER, bulk_lines, bulk_regex
 from signatures.diagnosis import Status
 from signatures.engine import default_library
@@ -78,3 +78,26 @@ def test_errors_after_demotion_are_still_found(library: Library, where: float) -
     assert d.status is Status.UNRECOGNIZED
     assert d.initiating is not None and "WidgetCacheError" in d.initiating.text
     assert d.initiating.line == at + 1
+
+
+@pytest.mark.parametrize(
+    "line,with_needles",
+    [("check ValueError: none, continuing", True), ("rank      : 37 (local_rank: 5)", False)],
+)
+def test_a_pattern_switched_to_hyperscan_mid_chunk_finds_the_same_lines(
+    library: Library, monkeypatch: pytest.MonkeyPatch, line: str, with_needles: bool
+) -> None:
+    # A pattern flagging more than SWITCH_LINES lines of a chunk is located by Hyperscan from there.
+    matcher = next(
+        m for m in library.matchers if bool(m.needles) == with_needles and m.locate.search(line.encode())
+    )
+    lines = [f"[rank{i % 8}]: step {i} " + (line if i % 3 else "fine") for i in range(3 * hits.SWITCH_LINES)]
+    chunk = ("\n".join(lines) + "\n").encode()
+    flagged = 2 * hits.SWITCH_LINES
+    hot: dict[int, int] = {}
+    switched = hits._located(matcher, chunk, 0, hot)
+    assert hot[matcher.pid] > hits.HOT_LINES  # it did switch
+    monkeypatch.setattr(hits, "SWITCH_LINES", 10**9)
+    stepped = hits._located(matcher, chunk, 0, {})
+    assert len(stepped) == flagged
+    assert switched == stepped
