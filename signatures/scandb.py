@@ -11,18 +11,18 @@ The build step (setup.py) runs ``signatures.scanbuild``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 from signatures.loader import cache_dir
+from signatures.snapshot import sha256
 
 PACKAGED = Path(__file__).parent / "compiled"
 
 
 def database_key(hyperscan: Any, expressions: list[bytes], flags: list[int], ids: list[int]) -> str:
-    digest = hashlib.sha256()
+    digest = sha256()
     digest.update(str(getattr(hyperscan, "__version__", "")).encode())
     digest.update(_machine().encode())
     for expr, flag, pid in zip(expressions, flags, ids, strict=True):

@@ -13,7 +13,6 @@ the installed code itself.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import pickle
 import sys
@@ -21,6 +20,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from signatures.spec import Signature
+
+try:  # the builtin SHA-256: importing hashlib (OpenSSL) costs 5-10 ms of every start-up
+    from _sha256 import sha256
+except ImportError:  # another Python's layout
+    from hashlib import sha256
 
 PACKAGED = Path(__file__).parent / "compiled"
 # The modules whose code decides what a YAML file is validated into: a change there changes the key.
@@ -40,7 +44,7 @@ NOT_A_SNAPSHOT = (
 
 def snapshot_key(files: Iterable[tuple[str, Path]]) -> str | None:
     """The key of the library made of ``(name, path)`` files; None when one cannot be read."""
-    digest = hashlib.sha256(b"python %d.%d\0" % sys.version_info[:2])  # its re judges the regexes
+    digest = sha256(b"python %d.%d\0" % sys.version_info[:2])  # its re judges the regexes
     here = Path(__file__).parent
     try:
         for name in VALIDATORS:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import functools
 import io
 import os
-import tempfile
-import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -279,6 +277,11 @@ def _zip_texts(
     budget: Budget,
     depth: int,
 ) -> Iterator[tuple[str, Iterator[bytes]]]:
+    # Imported here: with what they import (shutil, bz2, lzma, random) they cost 25 ms of every
+    # start-up, and most inputs hold no zip.
+    import tempfile
+    import zipfile
+
     file: IO[bytes]
     if reopen is not None:
         file = reopen()
@@ -326,6 +329,8 @@ def _zip_texts(
 
 
 def _member_blocks(name: str, handle: IO[bytes]) -> Iterator[bytes]:
+    import zipfile  # already imported by _zip_texts
+
     try:
         with handle:
             while block := handle.read(READ_SIZE):
