@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from signatures.loader import cache_dir
-from signatures.snapshot import sha256
+from signatures.snapshot import blake2b
 
 PACKAGED = Path(__file__).parent / "compiled"
 
 
 def database_key(hyperscan: Any, expressions: list[bytes], flags: list[int], ids: list[int]) -> str:
-    digest = sha256()
+    digest = blake2b(digest_size=16)
     digest.update(str(getattr(hyperscan, "__version__", "")).encode())
     digest.update(_machine().encode())
     for expr, flag, pid in zip(expressions, flags, ids, strict=True):
