@@ -39,6 +39,7 @@ LOCATE_PER_CHUNK = 2048  # accepted lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
 HOT_LINES = 4096  # lines of one chunk a pattern flags before the next chunk locates it with Hyperscan
 SWITCH_LINES = 1024  # lines a pattern flags in one chunk before the rest of it is located with Hyperscan
+LONG_LINE = 64 << 10  # a line this long is searched by Hyperscan, not by Python's re (100x slower on it)
 TAIL_PER_CHUNK = 16  # past its cap, a generic pattern keeps the last accepted lines of a chunk
 PROGRESS_WINDOW = (64 << 10) + 1  # past progress.WHOLE: only the last lines are read
 
@@ -211,9 +212,9 @@ def _line_end(chunk: bytes, start: int) -> int:
 def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int] | None = None) -> list[int]:
     """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order.
 
-    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern), or that
-    reaches SWITCH_LINES steps in this one, is located by Hyperscan: one pass in C instead of a
-    step per line.
+    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern), that
+    reaches SWITCH_LINES steps in this one, or whose literal sits on a line of MBs (progress output
+    without newlines), is located by Hyperscan: one pass in C instead of a step per line.
     """
     hot = {} if hot is None else hot
     if hot.get(matcher.pid, 0) > HOT_LINES:
@@ -244,8 +245,9 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
             end = chunk.find(b"\n", pos)
             stop = end if end >= 0 else len(chunk)
             steps += 1
-            if steps == SWITCH_LINES and (bulk := _bulk_locator(matcher)) is not None:
-                hot[matcher.pid] = HOT_LINES + 1
+            switch = steps == SWITCH_LINES or stop - start > LONG_LINE  # many lines, or one of MBs
+            if switch and (bulk := _bulk_locator(matcher)) is not None:
+                hot[matcher.pid] = HOT_LINES + 1 if steps == SWITCH_LINES else steps
                 return bulk.starts(chunk, first)
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
