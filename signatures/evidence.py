@@ -13,6 +13,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 
+from signatures.demote import bulk_locate
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import LineFacts, strip_ansi, unwrap
@@ -228,7 +229,11 @@ class Segments:
             # Each segment on a line of its own: ^ and $ hold at its ends, and no match spans two.
             self._lines = self.data.replace(b"\r", b"\n")
         kept = set(self.kept)
-        found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
+        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        if bulk is not None:  # Hyperscan reads the MBs of segments in C; the lines it finds start segments
+            found = {bisect_right(self._starts, start) - 1 for start in bulk.starts(self._lines, 0)}
+        else:
+            found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
         return sorted(found & kept)
 
 

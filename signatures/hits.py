@@ -38,6 +38,8 @@ ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\n]*\x07")
 LOCATE_PER_CHUNK = 2048  # accepted lines one pattern may claim in one chunk
 LOCATE_FACT = 8  # a fact needs one value: a few lines of a chunk are enough to find it
 HOT_LINES = 4096  # lines of one chunk a pattern flags before the next chunk locates it with Hyperscan
+SWITCH_LINES = 1024  # lines a pattern flags in one chunk before the rest of it is located with Hyperscan
+LONG_LINE = 64 << 10  # a line this long is searched by Hyperscan, not by Python's re (100x slower on it)
 TAIL_PER_CHUNK = 16  # past its cap, a generic pattern keeps the last accepted lines of a chunk
 PROGRESS_WINDOW = (64 << 10) + 1  # past progress.WHOLE: only the last lines are read
 
@@ -210,12 +212,13 @@ def _line_end(chunk: bytes, start: int) -> int:
 def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int] | None = None) -> list[int]:
     """Starts of the lines of ``chunk`` from offset ``first`` that may match ``matcher``, in order.
 
-    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern) is
-    located by Hyperscan: one pass in C instead of a step per line.
+    A pattern that cost many Python steps in the last chunk (``hot``: steps per pattern), that
+    reaches SWITCH_LINES steps in this one, or whose literal sits on a line of MBs (progress output
+    without newlines), is located by Hyperscan: one pass in C instead of a step per line.
     """
     hot = {} if hot is None else hot
     if hot.get(matcher.pid, 0) > HOT_LINES:
-        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        bulk = _bulk_locator(matcher)
         if bulk is not None:
             return bulk.starts(chunk, first)
     steps = 0
@@ -225,6 +228,9 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
         for m in matcher.locate.finditer(chunk, first):
             start = chunk.rfind(b"\n", 0, m.start()) + 1
             steps += 1
+            if steps == SWITCH_LINES and (bulk := _bulk_locator(matcher)) is not None:
+                hot[matcher.pid] = HOT_LINES + 1
+                return bulk.starts(chunk, first)
             if start != last:
                 starts.append(start)
                 last = start
@@ -239,11 +245,19 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
             end = chunk.find(b"\n", pos)
             stop = end if end >= 0 else len(chunk)
             steps += 1
+            switch = steps == SWITCH_LINES or stop - start > LONG_LINE  # many lines, or one of MBs
+            if switch and (bulk := _bulk_locator(matcher)) is not None:
+                hot[matcher.pid] = HOT_LINES + 1 if steps == SWITCH_LINES else steps
+                return bulk.starts(chunk, first)
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
             pos = chunk.find(needle, stop) if end >= 0 else -1
     hot[matcher.pid] = steps
     return sorted(found)
+
+
+def _bulk_locator(matcher: Matcher) -> BulkLines | None:
+    return bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
 
 
 def _last_part(chunk: bytes) -> bytes:

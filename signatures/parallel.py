@@ -8,10 +8,9 @@ as reading the file in one pass.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from signatures.errors import InputError
 from signatures.flight_recorder import read_any
@@ -21,11 +20,11 @@ from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.skipping import Skips, read_each
 from signatures.sources import (
     GZIP_MAGIC,
-    READ_SIZE,
     ZIP_MAGIC,
     Budget,
     Limits,
     Source,
+    file_blocks,
     open_texts,
     text_chunks,
 )
@@ -130,26 +129,15 @@ def _run(source: Source, task: Task, limits: Limits, skipping: bool) -> tuple[li
 def _scan_range(library: Library, source: Source, task: Task, limits: Limits) -> TextScan:
     assert source.path is not None
     size = source.path.stat().st_size
-    with open(source.path, "rb") as handle:
+    with open(source.path, "rb", buffering=0) as handle:
         start = _line_start(handle, size * task.part // task.parts, size)
         end = _line_start(handle, size * (task.part + 1) // task.parts, size)
         seed = _lines_before(handle, start)
-
-        def blocks() -> Iterator[bytes]:
-            handle.seek(start)
-            remaining = end - start
-            while remaining > 0:
-                block = handle.read(min(READ_SIZE, remaining))
-                if not block:
-                    break
-                remaining -= len(block)
-                yield block
-
-        chunks = text_chunks(source.name, blocks(), limits, Budget(limits), None)
+        chunks = text_chunks(source.name, file_blocks(handle, start, end), limits, Budget(limits), None)
         return read_text(library, source.name, 0, chunks, prev_tail=seed)
 
 
-def _line_start(handle: BinaryIO, pos: int, size: int) -> int:
+def _line_start(handle: IO[bytes], pos: int, size: int) -> int:
     """The offset of the first line that starts at or after ``pos``."""
     if pos <= 0:
         return 0
@@ -166,7 +154,7 @@ def _line_start(handle: BinaryIO, pos: int, size: int) -> int:
     return size
 
 
-def _lines_before(handle: BinaryIO, start: int) -> list[bytes]:
+def _lines_before(handle: IO[bytes], start: int) -> list[bytes]:
     """The last lines before ``start``, so a range's first hits still see their traceback."""
     if start == 0:
         return []

@@ -285,6 +285,7 @@ class _Gates:
     """Which rules may match a text, found in one pass (RE2's set; Python's ``re`` without it)."""
 
     def __init__(self, gates: Sequence[str]) -> None:
+        gates = [_open_counts(gate) for gate in gates]
         self._set: Any = None
         self._fallback: list[re.Pattern[str]] = []
         try:
@@ -305,6 +306,13 @@ class _Gates:
         return sorted(found) if found else []
 
 
+def _open_counts(gate: str) -> str:
+    """``gate`` with its counted repeats made open (``x{20,}`` -> ``x+``): it matches wherever it
+    did (a gate only has to pass every text its rule can match), and the set compiles in 1 ms, not 4."""
+    return _COUNTED.sub(lambda m: "*" if m.group(1) == "0" else "+", gate)
+
+
+_COUNTED = re.compile(r"(?<!\\)\{(\d+)(?:,\d*)?\}")
 _GATES = _Gates([rule.gate for rule in _RULES])
 
 

@@ -11,24 +11,32 @@ The build step (setup.py) runs ``signatures.scanbuild``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import platform
 from pathlib import Path
 from typing import Any
 
 from signatures.loader import cache_dir
+from signatures.snapshot import blake2b
 
 PACKAGED = Path(__file__).parent / "compiled"
 
 
 def database_key(hyperscan: Any, expressions: list[bytes], flags: list[int], ids: list[int]) -> str:
-    digest = hashlib.sha256()
+    digest = blake2b(digest_size=16)
     digest.update(str(getattr(hyperscan, "__version__", "")).encode())
-    digest.update(platform.machine().encode())
+    digest.update(_machine().encode())
     for expr, flag, pid in zip(expressions, flags, ids, strict=True):
         digest.update(b"%d\0%d\0%s\0" % (pid, flag, expr))
     return f"hyperscan-{digest.hexdigest()[:32]}.db"
+
+
+def _machine() -> str:
+    """The machine's architecture, as platform.machine() says it (without importing platform: 10 ms)."""
+    if hasattr(os, "uname"):
+        return os.uname().machine
+    import platform
+
+    return platform.machine()
 
 
 def load_database(key: str) -> bytes | None:

@@ -354,3 +354,19 @@ def test_diagnosis_text_is_redacted(tmp_path) -> None:
     dumped = str(d.to_dict())
     assert "bob@example.com" not in dumped and "hf_AbCdEfGhIjKlMnOpQrStUvWx" not in dumped
     assert d.initiating and "[EMAIL]" in d.initiating.text
+
+
+@pytest.mark.parametrize("text,secret", SECRETS)
+def test_the_open_gates_pass_every_text_the_written_gates_pass(text: str, secret: str) -> None:
+    # The gate set is compiled with counted repeats made open: it must pass at least what they do.
+    import re
+
+    written = {i for i, rule in enumerate(redact_module._RULES) if re.search(rule.gate, text)}
+    assert written <= set(redact_module._GATES.passed(text))
+
+
+def test_open_counts_keep_optional_repeats_optional() -> None:
+    assert redact_module._open_counts("AIza[0-9A-Za-z_-]{35}") == "AIza[0-9A-Za-z_-]+"
+    assert redact_module._open_counts("=[^;]{1,256};") == "=[^;]+;"
+    assert redact_module._open_counts("x{0,3}y") == "x*y"  # not x+y: zero x's still pass
+    assert redact_module._open_counts(r"a\{2\}") == r"a\{2\}"  # a literal brace is no repeat

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from signatures import diagnose
+from signatures import diagnose, hits
 from signatures.demote import DEMOTE_AFTER, bulk_lines, bulk_regex
 from signatures.diagnosis import Status
 from signatures.engine import default_library
@@ -78,3 +78,59 @@ def test_errors_after_demotion_are_still_found(library: Library, where: float) -
     assert d.status is Status.UNRECOGNIZED
     assert d.initiating is not None and "WidgetCacheError" in d.initiating.text
     assert d.initiating.line == at + 1
+
+
+@pytest.mark.parametrize(
+    "line,with_needles",
+    [("check ValueError: none, continuing", True), ("rank      : 37 (local_rank: 5)", False)],
+)
+def test_a_pattern_switched_to_hyperscan_mid_chunk_finds_the_same_lines(
+    library: Library, monkeypatch: pytest.MonkeyPatch, line: str, with_needles: bool
+) -> None:
+    # A pattern flagging more than SWITCH_LINES lines of a chunk is located by Hyperscan from there.
+    matcher = next(
+        m for m in library.matchers if bool(m.needles) == with_needles and m.locate.search(line.encode())
+    )
+    lines = [f"[rank{i % 8}]: step {i} " + (line if i % 3 else "fine") for i in range(3 * hits.SWITCH_LINES)]
+    chunk = ("\n".join(lines) + "\n").encode()
+    flagged = 2 * hits.SWITCH_LINES
+    hot: dict[int, int] = {}
+    switched = hits._located(matcher, chunk, 0, hot)
+    assert hot[matcher.pid] > hits.HOT_LINES  # it did switch
+    monkeypatch.setattr(hits, "SWITCH_LINES", 10**9)
+    stepped = hits._located(matcher, chunk, 0, {})
+    assert len(stepped) == flagged
+    assert switched == stepped
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_a_line_of_megabytes_is_located_by_hyperscan_with_the_same_lines(
+    library: Library, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    line = "check ValueError: none, continuing"
+    matcher = next(m for m in library.matchers if m.needles and m.locate.search(line.encode()))
+    hit = "torch.cuda.OutOfMemoryError: CUDA out of memory"
+    bar = "".join(f"\r{i % 100:3d}%|### | {i}/99999" for i in range(4000))
+    long_line = {"start": hit + bar, "end": bar + "\r" + hit}[where]
+    assert len(long_line) > hits.LONG_LINE
+    chunk = f"a line\n{long_line}\n[rank1]: {hit}\nlast line\n".encode()
+    fast = hits._located(matcher, chunk, 0, {})
+    monkeypatch.setattr(hits, "LONG_LINE", 10**9)
+    slow = hits._located(matcher, chunk, 0, {})
+    assert fast == slow
+    assert len("a line\n") in slow
+
+
+def test_segments_of_a_long_line_are_found_by_hyperscan_as_by_re(
+    library: Library, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from signatures import evidence
+
+    hit = "torch.cuda.OutOfMemoryError: CUDA out of memory"
+    matcher = next(m for m in library.matchers if m.needles and m.locate.search(hit.encode()))
+    segments = [f"{i % 100:3d}%|### | {i}/99999" if i % 700 else hit for i in range(1, 3000)]
+    data = "\r".join(segments).encode()
+    fast = evidence.Segments(data, data.decode())._matching(matcher)
+    monkeypatch.setattr(evidence, "bulk_locate", lambda pattern, ignore_case: None)
+    slow = evidence.Segments(data, data.decode())._matching(matcher)
+    assert fast == slow == [i for i in range(len(segments)) if segments[i] == hit]

@@ -19,7 +19,7 @@ from signatures import (
     diagnose,
 )
 from signatures.library import Library
-from signatures.sources import Budget, Limits, open_texts, text_chunks
+from signatures.sources import PROBE, READ_SIZE, Budget, Limits, file_blocks, open_texts, text_chunks
 from tests.sigfactory import build_library, signature_doc
 
 LOG = "step 1\nstep 2\n[rank4]: kernel-fault happened\nstep 3\n"
@@ -167,3 +167,18 @@ def test_zip_from_a_stream(library: Library) -> None:
         z.writestr("rank4.log", LOG)
     d = diagnose([Source.from_stream("<stdin>", io.BytesIO(buf.getvalue()))], library=library)
     assert d.initiating and d.initiating.file == "<stdin>:rank4.log" and d.initiating.line == 3
+
+
+@pytest.mark.parametrize("start,end", [(0, None), (0, 3_000_000), (777_777, 2_500_001)])
+def test_file_blocks_end_at_newlines_and_keep_every_byte(tmp_path: Path, start: int, end: int | None) -> None:
+    # Lines of every length up to the probe's span and past it, so some blocks have no newline to end at.
+    lines = [b"%d %s\n" % (i, b"x" * (i * 7919 % 40000)) for i in range(200)]
+    data = b"".join(lines)
+    path = tmp_path / "a.log"
+    path.write_bytes(data)
+    with open(path, "rb", buffering=0) as handle:
+        blocks = list(file_blocks(handle, start, end))
+    assert b"".join(blocks) == data[start:end]
+    probe_span = [b for b in blocks[:-1] if b"\n" in b[-PROBE:]]
+    assert probe_span and all(b.endswith(b"\n") for b in probe_span)
+    assert all(len(b) <= READ_SIZE for b in blocks)
