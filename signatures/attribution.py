@@ -25,13 +25,14 @@ from the log when every line read that names a host names the same one.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
+from signatures.processtags import Reading, TagModel, learn
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
 
@@ -47,15 +48,20 @@ class Roster:
     host_of: dict[int, str] = field(default_factory=dict)
     first_failure: dict[int, Sighting] = field(default_factory=dict)  # file -> root-cause row
     spawns: list[Sighting] = field(default_factory=list)
+    sections: list[Sighting] = field(default_factory=list)  # rules bounding one rank's output
     name_rank: dict[int, int | None] = field(default_factory=dict)
     single_node: bool = False
     one_process: bool = False  # the log names no process but one (see _one_process)
     world_of_one: bool = False  # the job says it has one rank, and no line names another
     hosts: set[str] = field(default_factory=set)  # every host a line read names
+    tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
             self.spawns.append(s)
+            return
+        if s.section:
+            self.sections.append(s)
             return
         if s.rank is None:
             return
@@ -100,6 +106,7 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
     )
     for scan in scans:
         r.name_rank[scan.file_index] = scan.name_rank
+        r.tags[scan.file_index] = learn(_sample(scan))
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
@@ -107,6 +114,16 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
     return r
+
+
+def _sample(scan: TextScan) -> Iterator[str]:
+    # The lines a text lends to learning its tags: its hits with their context, its progress.
+    for hit in scan.hits:
+        yield from hit.before
+        yield hit.text
+        yield from hit.after
+    for _, text in scan.progress:
+        yield text
 
 
 def _ranks_named(scans: Sequence[TextScan]) -> set[int]:
@@ -137,8 +154,12 @@ class Attribution:
 
 def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
     """The rank and host of the process that printed ``hit`` (moved to ``line``)."""
-    rank, how = _rank(hit, line, r)
-    host = hit.host or (r.host_of.get(rank) if rank is not None else None)
+    tags = r.tags.get(hit.file_index, TagModel())
+    reading = tags.read(hit.text)
+    rank, how = _rank(hit, line, r, reading)
+    host = hit.host or reading.host or (r.host_of.get(rank) if rank is not None else None)
+    if host is None and rank is not None:
+        host = tags.host_of.get(rank)
     first = r.first_failure.get(hit.file_index)
     if host is None and first is not None and first.rank == rank:
         host = first.host
@@ -147,9 +168,11 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
     return Attribution(rank, host, how, hit.local_rank)
 
 
-def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
+def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None, str | None]:
     if hit.rank is not None:
         return hit.rank, None
+    if reading.rank is not None:
+        return reading.rank, None
     if r.world_of_one:
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
@@ -160,10 +183,12 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
-    local = hit.local_rank
+    local = hit.local_rank if hit.local_rank is not None else reading.local
     if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
         where = "the job runs on one node" if r.single_node and (hit.host, local) not in r.by_local else None
         return rank, f"local rank {local}" + (f": {where}" if where else " in the launcher's failure table")
+    if (rank := section_rank(r.sections, hit.file_index, line)) is not None:
+        return rank, "the launcher's rule around that output names that rank"
     spawn = max(
         (s for s in r.spawns if s.file_index == hit.file_index and 0 < line - s.line <= SPAWN_REACH),
         key=lambda s: s.line,
@@ -176,8 +201,49 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
     first = r.first_failure.get(hit.file_index)
     if first is not None and (local is None or first.local_rank == local):
         return first.rank, "the launcher's failure table names it the first failure"
+    if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
+        return above, "the nearest tagged line above it, in the same block, is that rank's"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
+
+
+def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> int | None:
+    """The rank whose output the line is in, when a launcher's rules bound it: the nearest rule
+    below it that closes a rank's output, or the nearest above that opens one."""
+    mine = sorted((s for s in sections if s.file_index == file_index), key=lambda s: s.line)
+    above = next((s for s in reversed(mine) if s.line < line), None)
+    below = next((s for s in mine if s.line > line), None)
+    if above is not None and above.section == "begin":
+        return above.rank
+    if below is not None and below.section == "end":
+        return below.rank
+    return None
+
+
+def _tag_above(hit: Hit, tags: TagModel | None) -> int | None:
+    # An untagged line of a tagged log (a traceback's end, a message's continuation) is the
+    # process's whose tagged line is nearest above it in the same block: across untagged lines
+    # of a traceback or continuation only, up to a blank line or another untagged statement.
+    if tags is None or hit.facts.tagged:
+        return None
+    for text in reversed(hit.before):
+        if (facts := unwrap(text)).tagged:
+            return facts.rank
+        if (rank := tags.read(text).rank) is not None:
+            return rank
+        if not text.strip() or not _inside_block(text):
+            return None
+    return None
+
+
+def _inside_block(text: str) -> bool:
+    # A traceback's own lines or a message's indented continuation, never a statement of its own.
+    head = text.rstrip("\r\n")
+    if head[:1].isspace() or HEADER.match(head.lstrip()) or FRAME.match(head.lstrip()):
+        return True
+    return head.lstrip().startswith(
+        ("frame #", "During handling", "The above exception", "Exception raised from")
+    )
 
 
 CONTINUATION_REACH = 6  # lines below an error that may still be its message

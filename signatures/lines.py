@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from signatures.rankwords import is_peer, speaker_rank
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
 # Each prefix rule: a regex anchored at the start of what is left of the line. Named groups
@@ -141,8 +143,8 @@ def unwrap(line: str) -> LineFacts:
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
     host = found.get("host")
-    if rank is None and (m := _RANK_IN_MESSAGE.search(text)):
-        rank = int(next(v for g in _RANK_GROUPS if (v := m.group(g)) is not None))
+    if rank is None:
+        rank = _message_rank(text)
     named = "local_rank" in text or "local-rank" in text
     if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
         local = int(m.group("local") or m.group("arg"))
@@ -154,6 +156,16 @@ def unwrap(line: str) -> LineFacts:
     if level is None and (m := _LEVEL_ONLY.match(text)):
         level = (m.group("word") or m.group("letter"))[0]
     return LineFacts(text, rank, host, time, level, local, pid, tagged)
+
+
+def _message_rank(text: str) -> int | None:
+    # The launchers' and libraries' own forms first, then any mention of the speaker's rank;
+    # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
+    for m in _RANK_IN_MESSAGE.finditer(text):
+        group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
+        if not is_peer(text, m.start(group), m.end(group)):
+            return int(m.group(group))
+    return speaker_rank(text)
 
 
 def _iso(ts: str) -> str:

@@ -31,6 +31,7 @@ class Sighting:
     spawn: bool = False  # mp.spawn: the traceback below this line is this rank's
     time: str | None = None
     stop: bool = False  # the process says it was asked to stop (SIGTERM, SIGINT received)
+    section: str | None = None  # "begin" or "end": a rule naming the rank whose output it bounds
 
 
 Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str]]], Sighting | None]
@@ -134,9 +135,31 @@ def _read_stop(
     return Sighting(file_index, line, stop=True) if _STOP.search(facts.message) else None
 
 
+# A launcher's rule around one process's output: "----------Begin global rank 1 STDERR----------",
+# "===== worker 3 output =====", "---- End rank 2 ----". A local rank bounds nothing global.
+_SECTION = re.compile(
+    r"^\s*(?:-{4,}|={4,}|#{4,}|\*{4,})(?P<words>[^\n]{0,60}?)\b(?:global[ _-]?)?"
+    r"(?:[Rr]ank|RANK|[Pp]rocess|[Ww]orker|[Tt]ask)[ _:=-]?(?P<rank>\d+)\b"
+    r"[^\n]{0,40}?(?:-{4,}|={4,}|#{4,}|\*{4,})\s*$"
+)
+_SECTION_END = re.compile(r"\b(?:[Ee]nd|END|[Ff]inish|FINISH|[Cc]lose|CLOSE)", re.IGNORECASE)
+
+
+def _read_section(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """A rule bounding one process's output: what it opens (or closes) is that rank's."""
+    m = _SECTION.match(facts.message)
+    if m is None or "local" in m.group("words").lower():
+        return None
+    kind = "end" if _SECTION_END.search(m.group("words")) else "begin"
+    return Sighting(file_index, line, rank=int(m.group("rank")), section=kind)
+
+
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
+    StructurePattern("section", (b"----", b"====", b"####", b"****"), _SECTION, _read_section),
 )

@@ -1,0 +1,198 @@
+"""Per-line process tags, learned from the log itself.
+
+Launchers prefix every line with a tag that carries the process's index: `[rank3]:`,
+`[default3]:`, `name/0 [default3]:[rank3]:`, `[1,3]<stderr>:`, srun's `3: `, `[3]`, Ray's
+`(RayTrainWorker pid=123, ip=10.0.0.7, rank=3)`, `worker-3:`. Rather than a list of forms, the
+tag's position and shape are learned from the log: the head of a line is the run of tag-like
+tokens before its message (bracketed or parenthesised groups, colon-terminated words, NCCL's
+`host:pid:tid`), and a token with an integer in it becomes a shape (`[rank#]:`, `#:`,
+`[*,#]<stderr>:`). A shape is a process tag when
+
+- the word before its number says so: `rank`, `global_rank`, `process`, `task`, `worker` name a
+  global rank; `local`, `default`, `gpu`, `dev` a per-node index (a local rank);
+- or it has no word and it recurs on several lines with several small values (0..N-1). Such a
+  bare tag is a local rank when one value shows on several hosts, or when it stands after NCCL's
+  `host:pid:tid` (the CUDA device), and a global rank otherwise.
+
+When a line carries both, the global tag wins over the local one (`[default1]:[rank1]:`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+_SKIP = re.compile(
+    r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
+    r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|)(?=\s|\[|\(|$)"
+)
+_TOKEN = re.compile(
+    r"\s*(?:(?P<nccl>[A-Za-z0-9][\w.-]{0,60}:\d+:\d+)(?=\s)"
+    r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)):?"
+    r"|(?P<bracket>\[[^\[\]\s]{1,48}\](?:<std(?:out|err)>)?:?|\[[A-Za-z_]+[ :=]{1,2}\d{1,6}\]:?)"
+    r"|(?P<replica>[A-Za-z][\w.-]{0,60}/\d+)(?=\s)"
+    r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$))"
+)
+_NUMBER = re.compile(r"\d+")
+_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
+_KEY_VALUE = re.compile(r"\b(?P<key>[a-z_]+)=(?P<value>[\w.:-]+)")
+_HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
+
+GLOBAL_WORDS = frozenset({"rank", "global_rank", "globalrank", "grank", "process", "proc", "task", "worker"})
+LOCAL_WORDS = frozenset(
+    {"default", "local", "local_rank", "localrank", "lrank", "gpu", "dev", "device", "cudadev"}
+)
+MAX_HEAD_TOKENS = 8
+MAX_INDEX = 1 << 16
+MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
+SAMPLE_LINES = 20000  # lines one text lends to learning its tags
+
+
+@dataclass(frozen=True)
+class Token:
+    """One integer of a line's head: the shape it sits in, its value, the word before it."""
+
+    shape: str
+    value: int
+    word: str | None  # lower case; None for a bare number
+    after_nccl: bool = False
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a line's head holds: its numbered tokens and the host it names."""
+
+    tokens: tuple[Token, ...]
+    host: str | None
+
+
+def read_head(line: str) -> Head:
+    """The tag-like tokens at the start of ``line``, up to its message."""
+    pos, tokens, host, after_nccl = 0, [], None, False
+    for _ in range(MAX_HEAD_TOKENS):
+        if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
+            pos = s.end()
+            continue
+        m = _TOKEN.match(line, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+        if m.group("nccl"):
+            host = host or m.group("nccl").split(":", 1)[0]
+            after_nccl = True
+            continue
+        if (ray := m.group("ray")) is not None:
+            for kv in _KEY_VALUE.finditer(ray):
+                key, value = kv.group("key"), kv.group("value")
+                if key == "ip":
+                    host = host or value
+                elif value.isdigit() and key != "pid":
+                    tokens.append(Token(f"(…{key}=#)", int(value), key))
+            continue
+        token = m.group("bracket") or m.group("word")
+        if token is None:
+            continue  # a replica's name/0: the index of a role, not of a process
+        tokens.extend(_numbered(token, after_nccl))
+        if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
+            host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
+        after_nccl = False
+    return Head(tuple(tokens), host)
+
+
+def _process_word(token: str) -> bool:
+    return any(t.word in GLOBAL_WORDS | LOCAL_WORDS for t in _numbered(token, False))
+
+
+def _numbered(token: str, after_nccl: bool) -> list[Token]:
+    if "/" in token or "." in token:  # frame ids ([0/8]), versions, file names: no process index
+        return []
+    runs = list(_NUMBER.finditer(token))
+    out = []
+    for run in runs:
+        parts, last = [], 0
+        for r in runs:
+            parts.append(token[last : r.start()])
+            parts.append("#" if r is run else "*")
+            last = r.end()
+        parts.append(token[last:])
+        shape = "".join(parts)
+        word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
+        name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
+        value = int(run.group())
+        if value < MAX_INDEX:
+            out.append(Token(shape, value, name, after_nccl))
+    return out
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a line's tag says: its global rank, its local rank, its host."""
+
+    rank: int | None = None
+    local: int | None = None
+    host: str | None = None
+
+
+@dataclass
+class TagModel:
+    """The process tags one text uses, learned from its lines."""
+
+    global_shapes: set[str] = field(default_factory=set)
+    local_shapes: set[str] = field(default_factory=set)
+    host_of: dict[int, str] = field(default_factory=dict)
+
+    def read(self, line: str) -> Reading:
+        """The rank, local rank and host the tag of ``line`` gives."""
+        head = read_head(line)
+        rank = next((t.value for t in head.tokens if t.shape in self.global_shapes), None)
+        local = next((t.value for t in head.tokens if t.shape in self.local_shapes), None)
+        return Reading(rank, local, head.host)
+
+    @property
+    def tagged(self) -> bool:
+        return bool(self.global_shapes or self.local_shapes)
+
+
+def learn(lines: Iterable[str]) -> TagModel:
+    """Which shapes of these lines' heads are process tags, global or local."""
+    values: dict[str, Counter[int]] = defaultdict(Counter)
+    hosts: dict[tuple[str, int], set[str]] = defaultdict(set)
+    words: dict[str, str | None] = {}
+    nccl: set[str] = set()
+    heads = []
+    for n, line in enumerate(dict.fromkeys(lines)):
+        if n >= SAMPLE_LINES:
+            break
+        head = read_head(line)
+        heads.append(head)
+        for t in head.tokens:
+            values[t.shape][t.value] += 1
+            words[t.shape] = t.word
+            if t.after_nccl:
+                nccl.add(t.shape)
+            if head.host:
+                hosts[(t.shape, t.value)].add(head.host.lower())
+    model = TagModel()
+    for shape, counts in values.items():
+        word = words[shape]
+        if word in GLOBAL_WORDS or (word and word.startswith("global")):
+            model.global_shapes.add(shape)
+        elif word in LOCAL_WORDS or (word and "local" in word):
+            model.local_shapes.add(shape)
+        elif word is None and _bare_tag(counts):
+            per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
+            (model.local_shapes if per_node else model.global_shapes).add(shape)
+    for head in heads:
+        rank = next((t.value for t in head.tokens if t.shape in model.global_shapes), None)
+        if rank is not None and head.host:
+            model.host_of.setdefault(rank, head.host)
+    return model
+
+
+def _bare_tag(counts: Counter[int]) -> bool:
+    # Several lines, several values, and small ones (0..N-1, not pids or line numbers).
+    distinct = len(counts)
+    return sum(counts.values()) >= MIN_BARE_LINES and distinct >= 2 and max(counts) < 16 * distinct + 16
