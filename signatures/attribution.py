@@ -224,8 +224,8 @@ def _tag_above(hit: Hit, tags: TagModel | None) -> int | None:
     # An untagged line of a tagged log (a traceback's end, a message's continuation) is the
     # process's whose tagged line is nearest above it in the same block: across untagged lines
     # of a traceback or continuation only, up to a blank line or another untagged statement.
-    if tags is None or hit.facts.tagged:
-        return None
+    if tags is None or hit.facts.tagged or not (hit.view.in_traceback or _inside_block(hit.text)):
+        return None  # a statement of its own: the lines above alone prove nothing
     for text in reversed(hit.before):
         if (facts := unwrap(text)).tagged:
             return facts.rank

@@ -24,6 +24,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from signatures.lines import unwrap
+
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
@@ -67,11 +69,12 @@ class Head:
 
     tokens: tuple[Token, ...]
     host: str | None
+    process: str | None = None  # who printed it, when the head names a pid (Ray's, NCCL's)
 
 
 def read_head(line: str) -> Head:
     """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, after_nccl = 0, [], None, False
+    pos, tokens, host, after_nccl, process = 0, [], None, False, None
     for _ in range(MAX_HEAD_TOKENS):
         if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
             pos = s.end()
@@ -82,6 +85,7 @@ def read_head(line: str) -> Head:
         pos = m.end()
         if m.group("nccl"):
             host = host or m.group("nccl").split(":", 1)[0]
+            process = process or ":".join(m.group("nccl").split(":")[:2])
             after_nccl = True
             continue
         if (ray := m.group("ray")) is not None:
@@ -89,7 +93,9 @@ def read_head(line: str) -> Head:
                 key, value = kv.group("key"), kv.group("value")
                 if key == "ip":
                     host = host or value
-                elif value.isdigit() and key != "pid":
+                elif key == "pid":
+                    process = process or ray.split(",", 1)[0]
+                elif value.isdigit():
                     tokens.append(Token(f"(…{key}=#)", int(value), key))
             continue
         token = m.group("bracket") or m.group("word")
@@ -99,7 +105,7 @@ def read_head(line: str) -> Head:
         if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
             host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
         after_nccl = False
-    return Head(tuple(tokens), host)
+    return Head(tuple(tokens), host, process and f"{host}/{process}")
 
 
 def _process_word(token: str) -> bool:
@@ -121,6 +127,8 @@ def _numbered(token: str, after_nccl: bool) -> list[Token]:
         shape = "".join(parts)
         word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
         name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
+        if name is None and "<std" in shape:
+            name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
         value = int(run.group())
         if value < MAX_INDEX:
             out.append(Token(shape, value, name, after_nccl))
@@ -143,11 +151,14 @@ class TagModel:
     global_shapes: set[str] = field(default_factory=set)
     local_shapes: set[str] = field(default_factory=set)
     host_of: dict[int, str] = field(default_factory=dict)
+    rank_of_process: dict[str, int] = field(default_factory=dict)
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
         head = read_head(line)
         rank = next((t.value for t in head.tokens if t.shape in self.global_shapes), None)
+        if rank is None and head.process is not None:
+            rank = self.rank_of_process.get(head.process)
         local = next((t.value for t in head.tokens if t.shape in self.local_shapes), None)
         return Reading(rank, local, head.host)
 
@@ -167,7 +178,7 @@ def learn(lines: Iterable[str]) -> TagModel:
         if n >= SAMPLE_LINES:
             break
         head = read_head(line)
-        heads.append(head)
+        heads.append((line, head))
         for t in head.tokens:
             values[t.shape][t.value] += 1
             words[t.shape] = t.word
@@ -185,10 +196,15 @@ def learn(lines: Iterable[str]) -> TagModel:
         elif word is None and _bare_tag(counts):
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
-    for head in heads:
+    named: dict[str, set[int]] = defaultdict(set)
+    for line, head in heads:
         rank = next((t.value for t in head.tokens if t.shape in model.global_shapes), None)
         if rank is not None and head.host:
             model.host_of.setdefault(rank, head.host)
+        if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
+            named[head.process].add(said)
+    # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
+    model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
     return model
 
 

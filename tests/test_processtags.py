@@ -74,7 +74,7 @@ def test_the_host_of_a_tag_comes_from_the_same_line_elsewhere(library: Library) 
     assert where(run(library, log + f"(Actor pid=71, ip=10.9.8.7, rank=3) {BOOM}\n")) == (3, "10.9.8.7")
 
 
-def test_an_untagged_traceback_line_is_the_nearest_tagged_process_above_in_its_block(library: Library) -> None:
+def test_an_untagged_traceback_line_is_the_nearest_tagged_process_above(library: Library) -> None:
     tb = 'Traceback (most recent call last):\n  File "t.py", line 3, in <module>\n'
     log = chatter("[worker-{}]: ", range(3)) + f"[worker-6]: step failed\n{tb}{BOOM}\n"
     assert where(run(library, log))[0] == 6
@@ -99,7 +99,9 @@ def test_an_untagged_traceback_line_is_the_nearest_tagged_process_above_in_its_b
         (f"{BOOM}: DataLoader worker 7 exited", None),  # another kind of worker
     ],
 )
-def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(library: Library, line: str, rank: int | None) -> None:
+def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(
+    library: Library, line: str, rank: int | None
+) -> None:
     assert where(run(library, line + "\n"))[0] == rank
     assert unwrap(line).rank == rank
 
@@ -120,3 +122,16 @@ def test_timestamps_and_levels_in_a_head_are_not_tags() -> None:
     assert read_head("10:00:07.123: boom").tokens == ()
     model = learn(f"10:0{n}:07: step {n}" for n in range(5))
     assert not model.tagged
+
+
+def test_a_process_whose_lines_name_one_rank_is_that_rank(library: Library) -> None:
+    log = (
+        "(TrainWorker pid=4411, ip=10.2.0.5) process group ready, world_rank=2, world_size=4\n"
+        "(TrainWorker pid=4412, ip=10.2.0.6) process group ready, world_rank=3, world_size=4\n"
+        f"(TrainWorker pid=4412, ip=10.2.0.6) {BOOM}\n"
+    )
+    assert where(run(library, log)) == (3, "10.2.0.6")
+
+
+def test_a_launchers_stream_tag_names_the_process_even_alone(library: Library) -> None:
+    assert where(run(library, f"[4]<stdout>:{BOOM}\n"))[0] == 4
