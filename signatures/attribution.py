@@ -25,7 +25,7 @@ from the log when every line read that names a host names the same one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from signatures.episodes import box_lines, continues
@@ -113,7 +113,17 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
+    r.single_node = r.single_node or _fits_one_node(scans, environment, r.tags.values())
     return r
+
+
+def _fits_one_node(scans: Sequence[TextScan], environment: dict[str, str], tags: Iterable[TagModel]) -> bool:
+    # The job's world size is no larger than the local ranks one node showed (local ranks 0..7 of
+    # a world of 8): every process is on that node, and a local rank is the rank.
+    world = environment.get("world_size", "")
+    locals_seen = {v for t in tags for v in t.local_values}
+    locals_seen |= {h.local_rank for s in scans for h in s.hits if h.local_rank is not None}
+    return world.isdigit() and 1 < int(world) <= max(locals_seen, default=-1) + 1
 
 
 def _sample(scan: TextScan) -> Iterator[str]:

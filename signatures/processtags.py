@@ -47,6 +47,7 @@ GLOBAL_WORDS = frozenset({"rank", "global_rank", "globalrank", "grank", "process
 LOCAL_WORDS = frozenset(
     {"default", "local", "local_rank", "localrank", "lrank", "gpu", "dev", "device", "cudadev"}
 )
+_WORD_ORDER = {"rank": 0, "global_rank": 0, "globalrank": 0, "grank": 0, "process": 1, "proc": 1, "task": 2}
 MAX_HEAD_TOKENS = 8
 MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
@@ -152,15 +153,21 @@ class TagModel:
     local_shapes: set[str] = field(default_factory=set)
     host_of: dict[int, str] = field(default_factory=dict)
     rank_of_process: dict[str, int] = field(default_factory=dict)
+    local_values: set[int] = field(default_factory=set)  # every local index a tag showed
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
         head = read_head(line)
-        rank = next((t.value for t in head.tokens if t.shape in self.global_shapes), None)
+        rank = self.rank_in(head)
         if rank is None and head.process is not None:
             rank = self.rank_of_process.get(head.process)
         local = next((t.value for t in head.tokens if t.shape in self.local_shapes), None)
         return Reading(rank, local, head.host)
+
+    def rank_in(self, head: Head) -> int | None:
+        """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
+        tags = [t for t in head.tokens if t.shape in self.global_shapes]
+        return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
 
     @property
     def tagged(self) -> bool:
@@ -196,9 +203,11 @@ def learn(lines: Iterable[str]) -> TagModel:
         elif word is None and _bare_tag(counts):
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
+    model.global_shapes -= _coarser(heads, model)
+    model.local_values = {v for shape in model.local_shapes for v in values[shape]}
     named: dict[str, set[int]] = defaultdict(set)
     for line, head in heads:
-        rank = next((t.value for t in head.tokens if t.shape in model.global_shapes), None)
+        rank = model.rank_in(head)
         if rank is not None and head.host:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
@@ -206,6 +215,21 @@ def learn(lines: Iterable[str]) -> TagModel:
     # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
     model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
     return model
+
+
+def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
+    # A tag one value of which goes with several values of another process tag on its lines
+    # ("worker-1: [default0]:", "worker-1: [default3]:") counts nodes, not processes.
+    tags = model.global_shapes | model.local_shapes
+    seen: dict[tuple[str, int, str], set[int]] = defaultdict(set)
+    for _, head in heads:
+        mine = [t for t in head.tokens if t.shape in tags]
+        for a in mine:
+            if a.shape in model.global_shapes:
+                for b in mine:
+                    if b.shape != a.shape:
+                        seen[(a.shape, a.value, b.shape)].add(b.value)
+    return {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 
 
 def _bare_tag(counts: Counter[int]) -> bool:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from signatures.lines import LineFacts, unwrap
+from signatures.lines import LineFacts, rank_from_name, unwrap
 
 
 @dataclass(frozen=True)
@@ -156,10 +156,25 @@ def _read_section(
     return Sighting(file_index, line, rank=int(m.group("rank")), section=kind)
 
 
+# `tail`'s header between files pasted together ("==> logs/rank3.out <=="): what follows is that
+# file's, and its name may give the rank (as a file's own name does); a name without one ends
+# the section above.
+_FILE_HEADER = re.compile(r"^==> (?P<name>\S.{0,300}?) <==\s*$")
+
+
+def _read_file_header(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """A pasted file's header: the lines below it are that file's."""
+    m = _FILE_HEADER.match(facts.message)
+    return Sighting(file_index, line, rank=rank_from_name(m.group("name")), section="begin") if m else None
+
+
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
     StructurePattern("section", (b"----", b"====", b"####", b"****"), _SECTION, _read_section),
+    StructurePattern("file-header", (b"==> ",), _FILE_HEADER, _read_file_header),
 )

@@ -135,3 +135,26 @@ def test_a_process_whose_lines_name_one_rank_is_that_rank(library: Library) -> N
 
 def test_a_launchers_stream_tag_names_the_process_even_alone(library: Library) -> None:
     assert where(run(library, f"[4]<stdout>:{BOOM}\n"))[0] == 4
+
+
+def test_a_tag_whose_value_goes_with_several_processes_counts_nodes(library: Library) -> None:
+    node1 = "".join(f"worker-1: [local{v}]: step 3\n" for v in range(4))
+    node0 = "".join(f"worker-0: [local{v}]: step 3\n" for v in range(4))
+    d = run(library, node0 + node1 + f"worker-1: [local2]: {BOOM}\n")
+    assert where(d) == (None, "worker-1")  # node 1's local rank 2: no global rank shown
+    tagged = "".join(f"worker-1: [rank{4 + v}]: step 3\n" for v in range(4))
+    assert where(run(library, tagged + f"worker-1: [rank6]: {BOOM}\n"))[0] == 6
+
+
+def test_files_pasted_together_under_tails_headers_are_each_their_ranks(library: Library) -> None:
+    log = f"==> out/rank-2.log <==\nstep 1\n\n==> out/rank-5.log <==\nstep 1\n{BOOM}\n"
+    assert where(run(library, log))[0] == 5
+    unnamed = f"==> out/rank-2.log <==\nstep 1\n\n==> out/driver.log <==\n{BOOM}\n"
+    assert where(run(library, unnamed))[0] is None
+
+
+def test_a_local_rank_is_the_rank_when_the_world_fits_on_the_node_shown(library: Library) -> None:
+    log = "world_size=4\n" + chatter("[local{}]: ", range(4)) + f"[local3]: {BOOM}\n"
+    assert where(run(library, log))[0] == 3
+    wider = "world_size=16\n" + chatter("[local{}]: ", range(4)) + f"[local3]: {BOOM}\n"
+    assert where(run(library, wider))[0] is None
