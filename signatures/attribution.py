@@ -268,13 +268,15 @@ def statement_rank(hit: Hit) -> int | None:
             return facts.rank
     if hit.facts.tagged or hit.facts.time is not None:
         return None  # a tagged or stamped line's message ends with it; what follows is new lines
+    named: set[int] = set()
     for text in hit.after[:CONTINUATION_REACH]:
         facts = unwrap(text)
         if not text.strip() or facts.message != text.rstrip("\r\n") or _new_statement(facts.message):
-            return None
+            break
         if facts.rank is not None:
-            return facts.rank
-    return None
+            named.add(facts.rank)
+    # One rank named is the speaker's; a list of several ("Timed out task names:") names peers.
+    return named.pop() if len(named) == 1 else None
 
 
 _TOOL_HEAD = re.compile(r"^[\w.-]+: ")

@@ -11,8 +11,9 @@ tokens before its message (bracketed or parenthesised groups, colon-terminated w
 - the word before its number says so: `rank`, `global_rank`, `process`, `task`, `worker` name a
   global rank; `local`, `default`, `gpu`, `dev` a per-node index (a local rank);
 - or it has no word and it recurs on several lines with several small values (0..N-1). Such a
-  bare tag is a local rank when one value shows on several hosts, or when it stands after NCCL's
-  `host:pid:tid` (the CUDA device), and a global rank otherwise.
+  bare tag is a local rank when one value shows on several hosts, or when a name qualifies it: it
+  stands after NCCL's `host:pid:tid` (the CUDA device), a host's `node3:` or a role's `name/0`, or
+  a name shares its token (`[node7:3]`); it is a global rank otherwise.
 
 When a line carries both, the global tag wins over the local one (`[default1]:[rank1]:`).
 """
@@ -61,7 +62,7 @@ class Token:
     shape: str
     value: int
     word: str | None  # lower case; None for a bare number
-    after_nccl: bool = False
+    qualified: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class Head:
 
 def read_head(line: str) -> Head:
     """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, after_nccl, process = 0, [], None, False, None
+    pos, tokens, host, qualified, process = 0, [], None, False, None
     for _ in range(MAX_HEAD_TOKENS):
         if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
             pos = s.end()
@@ -87,7 +88,7 @@ def read_head(line: str) -> Head:
         if m.group("nccl"):
             host = host or m.group("nccl").split(":", 1)[0]
             process = process or ":".join(m.group("nccl").split(":")[:2])
-            after_nccl = True
+            qualified = True
             continue
         if (ray := m.group("ray")) is not None:
             for kv in _KEY_VALUE.finditer(ray):
@@ -101,11 +102,13 @@ def read_head(line: str) -> Head:
             continue
         token = m.group("bracket") or m.group("word")
         if token is None:
-            continue  # a replica's name/0: the index of a role, not of a process
-        tokens.extend(_numbered(token, after_nccl))
+            qualified = True  # a replica's name/0: what follows is an index within the replica
+            continue
+        tokens.extend(_numbered(token, qualified))
+        qualified = False
         if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
             host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
-        after_nccl = False
+            qualified = True  # what follows is an index within that node
     return Head(tuple(tokens), host, process and f"{host}/{process}")
 
 
@@ -113,7 +116,7 @@ def _process_word(token: str) -> bool:
     return any(t.word in GLOBAL_WORDS | LOCAL_WORDS for t in _numbered(token, False))
 
 
-def _numbered(token: str, after_nccl: bool) -> list[Token]:
+def _numbered(token: str, qualified: bool) -> list[Token]:
     if "/" in token or "." in token:  # frame ids ([0/8]), versions, file names: no process index
         return []
     runs = list(_NUMBER.finditer(token))
@@ -132,7 +135,9 @@ def _numbered(token: str, after_nccl: bool) -> list[Token]:
             name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
         value = int(run.group())
         if value < MAX_INDEX:
-            out.append(Token(shape, value, name, after_nccl))
+            # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
+            named = name is None and re.search(r"[A-Za-z]", shape.replace("<std", "")) is not None
+            out.append(Token(shape, value, name, qualified or named))
     return out
 
 
@@ -189,7 +194,7 @@ def learn(lines: Iterable[str]) -> TagModel:
         for t in head.tokens:
             values[t.shape][t.value] += 1
             words[t.shape] = t.word
-            if t.after_nccl:
+            if t.qualified:
                 nccl.add(t.shape)
             if head.host:
                 hosts[(t.shape, t.value)].add(head.host.lower())

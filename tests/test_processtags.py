@@ -62,11 +62,12 @@ def test_a_global_tag_wins_over_a_local_one_behind_any_prefix(library: Library) 
     assert where(run(library, only_local + "nnodes=2\n"))[0] is None  # a local index is no rank
 
 
-def test_a_bare_tag_that_repeats_on_several_hosts_is_local(library: Library) -> None:
+def test_a_bare_tag_that_repeats_on_several_hosts_or_follows_a_host_is_local(library: Library) -> None:
     log = chatter("gpu-a07: [{}] ", range(4)) + chatter("gpu-b11: [{}] ", range(4)) + f"gpu-b11: [2] {BOOM}\n"
     assert where(run(library, log)) == (None, "gpu-b11")
     one_host = chatter("gpu-a07: [{}] ", range(4)) + f"gpu-a07: [2] {BOOM}\n"
-    assert where(run(library, one_host)) == (2, "gpu-a07")
+    assert where(run(library, one_host)) == (None, "gpu-a07")  # an index within a named node
+    assert where(run(library, "nnodes=1\n" + one_host)) == (2, "gpu-a07")  # the only node: its rank
 
 
 def test_the_host_of_a_tag_comes_from_the_same_line_elsewhere(library: Library) -> None:
