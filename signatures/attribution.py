@@ -179,10 +179,11 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
 
 
 def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None, str | None]:
-    if hit.rank is not None:
+    if reading.rank is not None and "rank" not in hit.groups:
+        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+    tags = r.tags.get(hit.file_index)
+    if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None
-    if reading.rank is not None:
-        return reading.rank, None
     if r.world_of_one:
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:

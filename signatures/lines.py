@@ -34,7 +34,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
-        r"^(?P<rank>\d{1,5}): ",  # srun --label
+        r"^(?P<task>\d{1,5}): ",  # srun --label: its task (a rank, unless a tag inside says otherwise)
         # NCCL: host:pid:tid [cudaDev]
         r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
@@ -138,7 +138,7 @@ def unwrap(line: str) -> LineFacts:
             break
         else:
             break
-    rank = int(found["rank"]) if "rank" in found else None
+    rank = int(found["rank"]) if "rank" in found else int(found["task"]) if "task" in found else None
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None

@@ -40,6 +40,8 @@ _TOKEN = re.compile(
     r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$))"
 )
 _NUMBER = re.compile(r"\d+")
+_LETTER = re.compile(r"[A-Za-z]")
+_STREAM = re.compile(r"<std(?:out|err)>")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
 _KEY_VALUE = re.compile(r"\b(?P<key>[a-z_]+)=(?P<value>[\w.:-]+)")
 _HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
@@ -131,12 +133,12 @@ def _numbered(token: str, qualified: bool) -> list[Token]:
         shape = "".join(parts)
         word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
         name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
-        if name is None and "<std" in shape:
+        if name is None and "<std" in shape and len(runs) == 1:
             name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
         value = int(run.group())
         if value < MAX_INDEX:
             # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
-            named = name is None and re.search(r"[A-Za-z]", shape.replace("<std", "")) is not None
+            named = name is None and _LETTER.search(_STREAM.sub("", shape)) is not None
             out.append(Token(shape, value, name, qualified or named))
     return out
 
@@ -159,6 +161,7 @@ class TagModel:
     host_of: dict[int, str] = field(default_factory=dict)
     rank_of_process: dict[str, int] = field(default_factory=dict)
     local_values: set[int] = field(default_factory=set)  # every local index a tag showed
+    coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -173,6 +176,11 @@ class TagModel:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
         tags = [t for t in head.tokens if t.shape in self.global_shapes]
         return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+
+    def counts_nodes(self, line: str, value: int) -> bool:
+        """Whether ``value`` on ``line`` is a tag that counts nodes (srun's task of a per-node
+        launcher, "1: [default3]:"), not processes."""
+        return any(t.shape in self.coarse_shapes and t.value == value for t in read_head(line).tokens)
 
     @property
     def tagged(self) -> bool:
@@ -208,7 +216,8 @@ def learn(lines: Iterable[str]) -> TagModel:
         elif word is None and _bare_tag(counts):
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
-    model.global_shapes -= _coarser(heads, model)
+    model.coarse_shapes = _coarser(heads, model)
+    model.global_shapes -= model.coarse_shapes
     model.local_values = {v for shape in model.local_shapes for v in values[shape]}
     named: dict[str, set[int]] = defaultdict(set)
     for line, head in heads:

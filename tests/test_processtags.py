@@ -159,3 +159,12 @@ def test_a_local_rank_is_the_rank_when_the_world_fits_on_the_node_shown(library:
     assert where(run(library, log))[0] == 3
     wider = "world_size=16\n" + chatter("[local{}]: ", range(4)) + f"[local3]: {BOOM}\n"
     assert where(run(library, wider))[0] is None
+
+
+def test_an_outer_launchers_task_per_node_gives_way_to_the_tag_inside(library: Library) -> None:
+    log = "".join(f"{node}: [rank{8 * node + v}]: step 3\n" for node in range(2) for v in range(3))
+    assert where(run(library, log + f"1: [rank13]: {BOOM}\n"))[0] == 13
+    per_node = "".join(f"{node}: [default{v}]: step 3\n" for node in range(2) for v in range(3))
+    assert where(run(library, per_node + f"1: [default2]: {BOOM}\n"))[0] is None  # node 1, local 2
+    mpi = "".join(f"[1,{v}]<stderr>: step 3\n" for v in range(3))
+    assert where(run(library, mpi + f"[1,2]<stderr>: {BOOM}\n"))[0] == 2
