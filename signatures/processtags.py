@@ -234,16 +234,24 @@ def learn(lines: Iterable[str]) -> TagModel:
 def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
     # A tag one value of which goes with several values of another process tag on its lines
     # ("worker-1: [default0]:", "worker-1: [default3]:") counts nodes, not processes.
+    # So does a tag other than a rank's that stands before a local index: the local index is
+    # counted within it ("worker-1: [default3]:", srun's "1: [default3]:").
     tags = model.global_shapes | model.local_shapes
     seen: dict[tuple[str, int, str], set[int]] = defaultdict(set)
+    outer: set[str] = set()
     for _, head in heads:
         mine = [t for t in head.tokens if t.shape in tags]
-        for a in mine:
-            if a.shape in model.global_shapes:
-                for b in mine:
-                    if b.shape != a.shape:
-                        seen[(a.shape, a.value, b.shape)].add(b.value)
-    return {shape for (shape, _, _), values in seen.items() if len(values) > 1}
+        for i, a in enumerate(mine):
+            if a.shape not in model.global_shapes:
+                continue
+            if _WORD_ORDER.get(a.word or "", 9) > 0 and any(
+                b.shape in model.local_shapes for b in mine[i + 1 :]
+            ):
+                outer.add(a.shape)
+            for b in mine:
+                if b.shape != a.shape:
+                    seen[(a.shape, a.value, b.shape)].add(b.value)
+    return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 
 
 def _bare_tag(counts: Counter[int]) -> bool:

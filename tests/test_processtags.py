@@ -168,3 +168,9 @@ def test_an_outer_launchers_task_per_node_gives_way_to_the_tag_inside(library: L
     assert where(run(library, per_node + f"1: [default2]: {BOOM}\n"))[0] is None  # node 1, local 2
     mpi = "".join(f"[1,{v}]<stderr>: step 3\n" for v in range(3))
     assert where(run(library, mpi + f"[1,2]<stderr>: {BOOM}\n"))[0] == 2
+
+
+def test_a_tag_before_a_local_index_counts_nodes_even_when_one_process_shows(library: Library) -> None:
+    log = chatter("worker-1: [local3]: ", range(1)) * 3 + f"worker-1: [local3]: {BOOM}\n"
+    assert where(run(library, log + "nnodes=2\n"))[0] is None  # node 1's local rank 3
+    assert where(run(library, chatter("worker-{}: ", range(3)) + f"worker-1: {BOOM}\n"))[0] == 1
