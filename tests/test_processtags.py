@@ -174,3 +174,9 @@ def test_a_tag_before_a_local_index_counts_nodes_even_when_one_process_shows(lib
     log = chatter("worker-1: [local3]: ", range(1)) * 3 + f"worker-1: [local3]: {BOOM}\n"
     assert where(run(library, log + "nnodes=2\n"))[0] is None  # node 1's local rank 3
     assert where(run(library, chatter("worker-{}: ", range(3)) + f"worker-1: {BOOM}\n"))[0] == 1
+
+
+def test_a_container_runtimes_line_head_hides_no_tag(library: Library) -> None:
+    head = "2024-05-01T10:00:00.123Z stderr F "
+    log = chatter(head + "[proc{}] ", range(3)) + f"{head}[proc2] {BOOM}\n"
+    assert where(run(library, log))[0] == 2
