@@ -21,7 +21,7 @@ import re
 
 # A mention: an optional "local"/"global", the word, a separator, the number.
 _MENTION = re.compile(
-    r"(?<![\w-])(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
+    r"(?<![\w/-])(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
     r"(?P<word>rank|process_index|process_id|task|worker)"
     r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<n>\d{1,6})(?![\w.-]|/device)",
     re.IGNORECASE,

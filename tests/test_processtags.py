@@ -98,6 +98,8 @@ def test_an_untagged_traceback_line_is_the_nearest_tagged_process_above(library:
         (f"{BOOM}. Rank 7 is not responding", None),  # a peer's absence
         (f"{BOOM}: local rank 7 is not ready", None),  # a local rank is no rank
         (f"{BOOM}: DataLoader worker 7 exited", None),  # another kind of worker
+        (f"{BOOM}: /ckpt/rank7/model.pt is missing", None),  # a path names no speaker
+        (f"{BOOM}: Process 7 has 14.5 GiB memory in use", None),  # a pid
     ],
 )
 def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(
