@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 
-# A mention: an optional "local"/"global", the word, a separator, the number.
+# A mention: an optional "local"/"global", the word, a separator, the number; never inside a
+# path ("/ckpt/rank3/"), except a JAX task name ("/job:jax_worker/replica:0/task:3").
 _MENTION = re.compile(
-    r"(?<![\w/-])(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
+    r"(?:(?<![\w/-])|(?<=/)(?=task:))(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
     r"(?P<word>rank|process_index|process_id|task|worker)"
     r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<n>\d{1,6})(?![\w.-]|/device)",
     re.IGNORECASE,
