@@ -112,7 +112,7 @@ def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(
 def test_a_launchers_rule_around_one_ranks_output_names_it(library: Library) -> None:
     closed = f"{BOOM}\nwarnings.warn(...)\n\n=========== end of worker 4 output ===========\n"
     assert where(run(library, closed))[0] == 4
-    opened = f"#### Begin rank 3 stdout ####\n{BOOM}\n"
+    opened = f"=== rank 3 ===\n{BOOM}\n"
     assert where(run(library, opened))[0] == 3
     closed_before = f"---- End rank 3 ----\n{BOOM}\n"
     assert where(run(library, closed_before))[0] is None  # a closed section says nothing below it
