@@ -15,7 +15,11 @@ tokens before its message (bracketed or parenthesised groups, colon-terminated w
   stands after NCCL's `host:pid:tid` (the CUDA device), a host's `node3:` or a role's `name/0`, or
   a name shares its token (`[node7:3]`); it is a global rank otherwise.
 
-When a line carries both, the global tag wins over the local one (`[default1]:[rank1]:`).
+A tag one value of which goes with several values of another process tag, or that stands before
+a local index (`worker-1: [default3]:`, srun's `1: [default3]:`), counts nodes and names no rank.
+When a line carries several, a `rank` tag wins over a `worker` one and any global tag over a local
+one (`[default1]:[rank1]:`). A process whose head names its pid (Ray's `(Worker pid=7, ...)`,
+NCCL's `host:pid:tid`) and whose lines name one rank in their words is that rank.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ class Token:
     shape: str
     value: int
     word: str | None  # lower case; None for a bare number
-    qualified: bool = False
+    qualified: bool = False  # a name qualifies it (a host's, a role's): an index within that name
 
 
 @dataclass(frozen=True)
