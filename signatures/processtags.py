@@ -59,7 +59,7 @@ _WORD_ORDER = {"rank": 0, "global_rank": 0, "globalrank": 0, "grank": 0, "proces
 MAX_HEAD_TOKENS = 8
 MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
-SAMPLE_LINES = 20000  # lines one text lends to learning its tags
+SAMPLE_LINES = 5000  # distinct lines one text lends to learning its tags (tags recur on most)
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,13 @@ def learn(lines: Iterable[str]) -> TagModel:
     words: dict[str, str | None] = {}
     nccl: set[str] = set()
     heads = []
-    for n, line in enumerate(dict.fromkeys(lines)):
-        if n >= SAMPLE_LINES:
+    seen_lines: set[str] = set()
+    for line in lines:
+        if line in seen_lines:
+            continue
+        if len(seen_lines) >= SAMPLE_LINES:
             break
+        seen_lines.add(line)
         head = read_head(line)
         heads.append((line, head))
         for t in head.tokens:
