@@ -174,13 +174,17 @@ class TagModel:
         rank = self.rank_in(head)
         if rank is None and head.process is not None:
             rank = self.rank_of_process.get(head.process)
-        local = next((t.value for t in head.tokens if t.shape in self.local_shapes), None)
+        local = next((t.value for t in head.tokens if self._is(t, self.local_shapes, LOCAL_WORDS)), None)
         return Reading(rank, local, head.host)
 
     def rank_in(self, head: Head) -> int | None:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
-        tags = [t for t in head.tokens if t.shape in self.global_shapes]
+        tags = [t for t in head.tokens if self._is(t, self.global_shapes, GLOBAL_WORDS)]
         return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+
+    def _is(self, t: Token, shapes: set[str], words: frozenset[str]) -> bool:
+        # A tag whose word says what it is needs no learning (a line past the sample has it too).
+        return t.shape in shapes or (t.word in words and t.shape not in self.coarse_shapes)
 
     def counts_nodes(self, line: str, value: int) -> bool:
         """Whether ``value`` on ``line`` is a tag that counts nodes (srun's task of a per-node
