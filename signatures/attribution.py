@@ -2,21 +2,25 @@
 
 In order, the first that answers wins (a rank in the content always beats the file's name):
 
-1. the line itself: a rank prefix (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: `) or a rank in the
-   message (`[Rank 3]`, `process rank 3 with PID`, `process 3 terminated with`, `task 3:`);
-   then the rest of its statement: the line above when the line is the wrapped second half of
-   it, and the message's own continuation lines below (no head of their own, up to a blank line);
-   a job of world size 1 (and no line naming another rank) has only rank 0;
-2. the process: NCCL's `host:pid` mapped through the `comm 0x... rank N nranks M` line of the
-   same pid (the largest communicator), or the failure table's `(pid: P)`;
-3. the local rank (`[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped through the failure
-   table of the same host, or taken as the rank when the job spans one node; local rank 0 is
-   rank 0 when the log names no other process at all (no other rank, local rank or host, no
-   world size above 1); never a rank by itself;
-4. mp.spawn's `-- Process N terminated with the following error:` above the line;
-5. the lines around it, when they all carry one and the same rank;
-6. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
-7. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
+1. the line itself: its process tag as learned from the log (processtags.py), a launcher's tag
+   (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: ` unless it counts nodes) or a rank its words name
+   as the speaker (rankwords.py); then the rest of its statement: the line above when the line is
+   the wrapped second half of it, and the message's own continuation lines below (no head of
+   their own, up to a blank line; one rank named, not a list of peers); a job of world size 1
+   (and no line naming another rank) has only rank 0;
+2. the launcher's box it is reported in, when the box names one rank; the process: NCCL's
+   `host:pid` mapped through the `comm 0x... rank N nranks M` line of the same pid (the largest
+   communicator), or the failure table's `(pid: P)`;
+3. the local rank (a learned local tag, `[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped
+   through the failure table of the same host, or taken as the rank when the job spans one node
+   (or its world size fits in the local ranks one node showed); local rank 0 is rank 0 when the
+   log names no other process at all; never a rank by itself;
+4. a launcher's rule bounding one rank's output, or `tail`'s `==> rank3.log <==` header;
+5. mp.spawn's `-- Process N terminated with the following error:` above the line;
+6. the lines around it, when they all carry one and the same rank;
+7. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
+8. for an untagged traceback or continuation line, the nearest tagged line above in its block;
+9. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
 
 The host comes from the line, else from whatever names the host of that rank or process, else
 from the log when every line read that names a host names the same one.
@@ -25,13 +29,14 @@ from the log when every line read that names a host names the same one.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
+from signatures.processtags import Reading, TagModel, learn
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
 
@@ -47,15 +52,20 @@ class Roster:
     host_of: dict[int, str] = field(default_factory=dict)
     first_failure: dict[int, Sighting] = field(default_factory=dict)  # file -> root-cause row
     spawns: list[Sighting] = field(default_factory=list)
+    sections: list[Sighting] = field(default_factory=list)  # rules bounding one rank's output
     name_rank: dict[int, int | None] = field(default_factory=dict)
     single_node: bool = False
     one_process: bool = False  # the log names no process but one (see _one_process)
     world_of_one: bool = False  # the job says it has one rank, and no line names another
     hosts: set[str] = field(default_factory=set)  # every host a line read names
+    tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
             self.spawns.append(s)
+            return
+        if s.section:
+            self.sections.append(s)
             return
         if s.rank is None:
             return
@@ -100,13 +110,35 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
     )
     for scan in scans:
         r.name_rank[scan.file_index] = scan.name_rank
+        r.tags[scan.file_index] = learn(_sample(scan))
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
+    r.single_node = r.single_node or _fits_one_node(scans, environment, r.tags.values())
     return r
+
+
+def _fits_one_node(scans: Sequence[TextScan], environment: dict[str, str], tags: Iterable[TagModel]) -> bool:
+    # The job's world size is no larger than the local ranks one node showed (local ranks 0..7 of
+    # a world of 8): every process is on that node, and a local rank is the rank.
+    world = environment.get("world_size", "")
+    locals_seen = {v for t in tags for v in t.local_values}
+    locals_seen |= {h.local_rank for s in scans for h in s.hits if h.local_rank is not None}
+    return world.isdigit() and 1 < int(world) <= max(locals_seen, default=-1) + 1
+
+
+def _sample(scan: TextScan) -> Iterator[str]:
+    # The lines a text lends to learning its tags: its hits with their context, newest first (a
+    # run fails at its end), and its progress.
+    for hit in reversed(scan.hits):
+        yield from hit.before
+        yield hit.text
+        yield from hit.after
+    for _, text in scan.progress:
+        yield text
 
 
 def _ranks_named(scans: Sequence[TextScan]) -> set[int]:
@@ -137,18 +169,25 @@ class Attribution:
 
 def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
     """The rank and host of the process that printed ``hit`` (moved to ``line``)."""
-    rank, how = _rank(hit, line, r)
-    host = hit.host or (r.host_of.get(rank) if rank is not None else None)
+    tags = r.tags.get(hit.file_index, TagModel())
+    reading = tags.read(hit.text)
+    rank, how = _rank(hit, line, r, reading)
+    host = hit.host or reading.host or (r.host_of.get(rank) if rank is not None else None)
+    if host is None and rank is not None:
+        host = tags.host_of.get(rank)
     first = r.first_failure.get(hit.file_index)
     if host is None and first is not None and first.rank == rank:
         host = first.host
     if host is None and len({h.lower() for h in r.hosts}) == 1:
         host = min(r.hosts)  # the only host the log names (host names ignore case)
-    return Attribution(rank, host, how, hit.local_rank)
+    return Attribution(rank, host, how, hit.local_rank if hit.local_rank is not None else reading.local)
 
 
-def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
-    if hit.rank is not None:
+def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None, str | None]:
+    if reading.rank is not None and "rank" not in hit.groups:
+        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+    tags = r.tags.get(hit.file_index)
+    if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None
     if r.world_of_one:
         return 0, "the job has one rank (world size 1)"
@@ -160,10 +199,12 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
-    local = hit.local_rank
+    local = hit.local_rank if hit.local_rank is not None else reading.local
     if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
         where = "the job runs on one node" if r.single_node and (hit.host, local) not in r.by_local else None
         return rank, f"local rank {local}" + (f": {where}" if where else " in the launcher's failure table")
+    if (rank := section_rank(r.sections, hit.file_index, line)) is not None:
+        return rank, "the launcher's rule around that output names that rank"
     spawn = max(
         (s for s in r.spawns if s.file_index == hit.file_index and 0 < line - s.line <= SPAWN_REACH),
         key=lambda s: s.line,
@@ -176,8 +217,49 @@ def _rank(hit: Hit, line: int, r: Roster) -> tuple[int | None, str | None]:
     first = r.first_failure.get(hit.file_index)
     if first is not None and (local is None or first.local_rank == local):
         return first.rank, "the launcher's failure table names it the first failure"
+    if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
+        return above, "the nearest tagged line above it, in the same block, is that rank's"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
+
+
+def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> int | None:
+    """The rank whose output the line is in, when a launcher's rules bound it: the nearest rule
+    below it that closes a rank's output, or the nearest above that opens one."""
+    mine = sorted((s for s in sections if s.file_index == file_index), key=lambda s: s.line)
+    above = next((s for s in reversed(mine) if s.line < line), None)
+    below = next((s for s in mine if s.line > line), None)
+    if above is not None and above.section == "begin":
+        return above.rank
+    if below is not None and below.section == "end":
+        return below.rank
+    return None
+
+
+def _tag_above(hit: Hit, tags: TagModel | None) -> int | None:
+    # An untagged line of a tagged log (a traceback's end, a message's continuation) is the
+    # process's whose tagged line is nearest above it in the same block: across untagged lines
+    # of a traceback or continuation only, up to a blank line or another untagged statement.
+    if tags is None or hit.facts.tagged or not (hit.view.in_traceback or _inside_block(hit.text)):
+        return None  # a statement of its own: the lines above alone prove nothing
+    for text in reversed(hit.before):
+        if (facts := unwrap(text)).tagged:
+            return facts.rank
+        if (rank := tags.read(text).rank) is not None:
+            return rank
+        if not text.strip() or not _inside_block(text):
+            return None
+    return None
+
+
+def _inside_block(text: str) -> bool:
+    # A traceback's own lines or a message's indented continuation, never a statement of its own.
+    head = text.rstrip("\r\n")
+    if head[:1].isspace() or HEADER.match(head.lstrip()) or FRAME.match(head.lstrip()):
+        return True
+    return head.lstrip().startswith(
+        ("frame #", "During handling", "The above exception", "Exception raised from")
+    )
 
 
 CONTINUATION_REACH = 6  # lines below an error that may still be its message
@@ -192,13 +274,15 @@ def statement_rank(hit: Hit) -> int | None:
             return facts.rank
     if hit.facts.tagged or hit.facts.time is not None:
         return None  # a tagged or stamped line's message ends with it; what follows is new lines
+    named: set[int] = set()
     for text in hit.after[:CONTINUATION_REACH]:
         facts = unwrap(text)
         if not text.strip() or facts.message != text.rstrip("\r\n") or _new_statement(facts.message):
-            return None
+            break
         if facts.rank is not None:
-            return facts.rank
-    return None
+            named.add(facts.rank)
+    # One rank named is the speaker's; a list of several ("Timed out task names:") names peers.
+    return named.pop() if len(named) == 1 else None
 
 
 _TOOL_HEAD = re.compile(r"^[\w.-]+: ")

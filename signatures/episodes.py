@@ -8,7 +8,6 @@ lines states the failure; ``ranking.py`` then orders what is left.
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Sequence
 
@@ -193,11 +192,18 @@ def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
         key=lambda c: (c.hit.file_index, c.line),
     )
     gone: set[int] = set()
-    for a, b in itertools.pairwise(signed):
-        one = a.signature is b.signature and a.hit.file_index == b.hit.file_index and a.hit.rank == b.hit.rank
-        near = a.tier == b.tier and 0 < b.line - a.line <= EPISODE_GAP
-        if one and near and _thrown(b) and not _thrown(a) and _quoted(a, b) is False:
-            gone.add(id(a))
+    for i, b in enumerate(signed):
+        if not _thrown(b):
+            continue
+        later = b  # an episode may run over several lines: walk back while it goes on
+        for a in reversed(signed[:i]):
+            same = (a.hit.file_index, a.hit.rank) == (b.hit.file_index, b.hit.rank)
+            one = a.signature is b.signature and same
+            if not (one and a.tier == b.tier and 0 < later.line - a.line <= EPISODE_GAP) or _thrown(a):
+                break
+            if _quoted(a, b) is False:
+                gone.add(id(a))
+            later = a
     return [c for c in cands if id(c) not in gone]
 
 
@@ -259,3 +265,77 @@ def box_lines(hit: Hit) -> list[str]:
         below.append(text)
     return [*reversed(above), hit.text, *below]
 
+
+STACK_HEADS = ("Exception raised from ", "frame #")
+RECORD_REACH = 12  # lines above a C++ stack that may still be the record it belongs to
+
+
+def stack_of_quiet_record(hit: Hit) -> bool:
+    """The line is a C++ stack (`Exception raised from ...`, `frame #N`) printed under a record
+    logged at info or debug level: part of that record, which states no failure."""
+    if not hit.facts.message.lstrip().startswith(STACK_HEADS):
+        return False
+    for text in reversed(hit.before[-RECORD_REACH:]):
+        facts = unwrap(text)
+        if facts.level is not None:
+            return facts.level in ("I", "D")
+        if facts.message.lstrip().startswith(STACK_HEADS) or not facts.message.strip():
+            continue
+        if exception_name(facts.message.lstrip()) is not None or HEADER.match(facts.message):
+            return False  # the stack of an exception of its own
+    return False
+
+
+_CHAINED = re.compile(r"^\s*\.?[A-Za-z_][\w.]*: \S")  # "ncclInternalError: Internal check failed."
+# A header that introduces the cause: "Last error:", "Caused by:", "Reason:", "Error details:".
+_DETAIL_HEAD = re.compile(
+    r"^\s*(?:(?:last|root|underlying|original|error|the) )?"
+    r"(?:error|errors|reason|cause|caused by|details?)\s*:\s*$",
+    re.IGNORECASE,
+)
+
+
+def move_to_stated_detail(cands: list[Candidate]) -> list[Candidate]:
+    """A library's error that goes on into its own detail states the cause there.
+
+    ``DistBackendError: NCCL error ..., internal error`` (and its ``ncclInternalError: Internal
+    check failed.``), then a short header ("Last error:"), then ``Net : Connection closed by remote
+    peer``: the detail is the most specific statement of the cause and the evidence moves to it.
+    Its own signature names it when it has one (whatever its role: here it is this process's own
+    cause), else the carrier's does.
+    """
+    at = {(c.hit.file_index, c.line): c for c in cands}
+    gone: set[int] = set()
+    moved: set[tuple[int, int]] = set()
+    for c in cands:
+        carrier = _carries_exception(c) or (c.line == c.hit.line and _CHAINED.match(c.hit.facts.message))
+        if c.death or id(c) in gone or not carrier:
+            continue
+        after = [unwrap(t).message for t in c.hit.after[:4]]
+        k = 0
+        while k < 2 and k < len(after) and _CHAINED.match(after[k]):
+            k += 1  # the same report's chain: "ncclInternalError: Internal check failed."
+        if k + 1 >= len(after) or not _DETAIL_HEAD.match(after[k]) or not _a_detail(after[k + 1]):
+            continue
+        where = (c.hit.file_index, c.line + k + 2)
+        inner = at.get(where)
+        if (inner is not None and inner.signature is not None) or where in moved:
+            if inner is not None:
+                inner.tier = min(inner.tier, c.tier)
+            gone.add(id(c))
+            continue
+        if inner is not None:
+            gone.add(id(inner))
+        c.line, c.text = where[1], c.hit.after[k + 1]
+        moved.add(where)
+    return [c for c in cands if id(c) not in gone]
+
+
+def _a_detail(message: str) -> bool:
+    text = message.strip()
+    return (
+        bool(text)
+        and exception_name(text) is None
+        and _STACK.match(text) is None
+        and not _DETAIL_HEAD.match(text)
+    )

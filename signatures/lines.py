@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from signatures.rankwords import is_peer, speaker_rank
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
 # Each prefix rule: a regex anchored at the start of what is left of the line. Named groups
@@ -32,7 +34,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
-        r"^(?P<rank>\d{1,5}): ",  # srun --label
+        r"^(?P<task>\d{1,5}): ",  # srun --label: its task (a rank, unless a tag inside says otherwise)
         # NCCL: host:pid:tid [cudaDev]
         r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
@@ -45,6 +47,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
+        r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
@@ -136,13 +139,13 @@ def unwrap(line: str) -> LineFacts:
             break
         else:
             break
-    rank = int(found["rank"]) if "rank" in found else None
+    rank = int(found["rank"]) if "rank" in found else int(found["task"]) if "task" in found else None
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
     host = found.get("host")
-    if rank is None and (m := _RANK_IN_MESSAGE.search(text)):
-        rank = int(next(v for g in _RANK_GROUPS if (v := m.group(g)) is not None))
+    if rank is None:
+        rank = _message_rank(text)
     named = "local_rank" in text or "local-rank" in text
     if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
         local = int(m.group("local") or m.group("arg"))
@@ -154,6 +157,16 @@ def unwrap(line: str) -> LineFacts:
     if level is None and (m := _LEVEL_ONLY.match(text)):
         level = (m.group("word") or m.group("letter"))[0]
     return LineFacts(text, rank, host, time, level, local, pid, tagged)
+
+
+def _message_rank(text: str) -> int | None:
+    # The launchers' and libraries' own forms first, then any mention of the speaker's rank;
+    # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
+    for m in _RANK_IN_MESSAGE.finditer(text):
+        group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
+        if not is_peer(text, m.start(group), m.end(group)):
+            return int(m.group(group))
+    return speaker_rank(text)
 
 
 def _iso(ts: str) -> str:

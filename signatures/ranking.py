@@ -42,6 +42,7 @@ from signatures.candidate import (
 )
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
+    box_lines,
     carried_on,
     drop_wrapped_halves,
     first_after,
@@ -50,6 +51,8 @@ from signatures.episodes import (
     move_introductions,
     move_to_box_leads,
     move_to_captured_output,
+    move_to_stated_detail,
+    stack_of_quiet_record,
 )
 from signatures.failtable import (
     TABLE_REACH,
@@ -64,7 +67,7 @@ from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
-from signatures.shapes import ShapeKind
+from signatures.shapes import ShapeKind, nccl_fell_back
 from signatures.spec import Outcome, Signature
 from signatures.stops import demote_step_beside_job, demote_teardown
 from signatures.tracebacks import exception_name, recovered
@@ -98,7 +101,7 @@ def candidates(
             sig = best.matcher.signature
             assert sig is not None
             cand = Candidate(best, sig, _tier(sig))
-            if _logged_and_handled(best) or _a_quiet_record(best, progress):
+            if _logged_and_handled(best) or _a_quiet_record(best, progress) or _survived_by_record(best):
                 cand.tier = TIER_BENIGN
         else:
             hit = min(line_hits, key=_shape_rank)
@@ -127,7 +130,7 @@ def candidates(
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
     move_to_box_leads(out)
-    out = keep_thrown_statements(move_to_captured_output(out))
+    out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
@@ -225,9 +228,17 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
         return
     for c in cands:
         unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
-        # A scheduler's verdict explains the deaths around it; it is no consequence of them.
-        if unknown and "scheduler-verdict" not in c.shapes and any(time_order(d, c) < 0 for d in downstream):
+        # A scheduler's verdict explains the deaths around it; it is no consequence of them. Nor
+        # is a launcher's report that another process died first (Open MPI's box naming rank 0
+        # after rank 1's "Horovod has been shut down").
+        late = any(time_order(d, c) < 0 for d in downstream)
+        if unknown and late and "scheduler-verdict" not in c.shapes and not _other_death(c, downstream):
             c.tier = TIER_LATE_UNKNOWN
+
+
+def _other_death(c: Candidate, downstream: list[Candidate]) -> bool:
+    ranks = {n for t in box_lines(c.hit) if (n := unwrap(t).rank) is not None} if c.death else set()
+    return len(ranks) == 1 and not ranks & {d.hit.rank for d in downstream}
 
 
 def _was_handled(hit: Hit) -> bool:
@@ -259,6 +270,12 @@ def _a_quiet_record(hit: Hit, progress: Progress | None) -> bool:
     if hit.facts.level in ("I", "D"):
         return _REPORTED.search(hit.facts.message) is None
     return warned(hit) and progress is not None and progress.went_on(hit.file_index, hit.line, hit.rank)
+
+
+def _survived_by_record(hit: Hit) -> bool:
+    # A C++ stack printed under an info record is part of it; an NCCL warning the same process
+    # went on from with ordinary INFO lines was worked around (an IB device it fell back from).
+    return stack_of_quiet_record(hit) or nccl_fell_back(hit.text, hit.after)
 
 
 def warned(hit: Hit) -> bool:

@@ -330,6 +330,19 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
     return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
 
 
+def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:
+    """After an NCCL WARN, the same process went on with ordinary INFO lines (warnings in between
+    allowed) and no return code unwound: NCCL worked around what it warned about."""
+    own = _NCCL_PROCESS.search(raw)
+    if own is None or "NCCL WARN " not in raw:
+        return False
+    for line in after:
+        if own.group(1) + ":" not in line or "NCCL WARN " in line:
+            continue
+        return "NCCL INFO" in line and not NCCL_UNWIND.search(line)
+    return False
+
+
 _SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b")
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from signatures.lines import LineFacts, unwrap
+from signatures.lines import LineFacts, rank_from_name, unwrap
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Sighting:
     spawn: bool = False  # mp.spawn: the traceback below this line is this rank's
     time: str | None = None
     stop: bool = False  # the process says it was asked to stop (SIGTERM, SIGINT received)
+    section: str | None = None  # "begin" or "end": a rule naming the rank whose output it bounds
 
 
 Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str]]], Sighting | None]
@@ -134,9 +135,46 @@ def _read_stop(
     return Sighting(file_index, line, stop=True) if _STOP.search(facts.message) else None
 
 
+# A launcher's rule around one process's output: "----------Begin global rank 1 STDERR----------",
+# "===== worker 3 output =====", "---- End rank 2 ----". A local rank bounds nothing global.
+_SECTION = re.compile(
+    r"^\s*(?:-{3,}|={3,}|#{3,}|\*{3,})(?P<words>[^\n]{0,60}?)\b(?:global[ _-]?)?"
+    r"(?:[Rr]ank|RANK|[Pp]rocess|[Ww]orker|[Tt]ask)[ _:=-]?(?P<rank>\d+)\b"
+    r"[^\n]{0,40}?(?:-{3,}|={3,}|#{3,}|\*{3,})\s*$"
+)
+_SECTION_END = re.compile(r"\b(?:[Ee]nd|END|[Ff]inish|FINISH|[Cc]lose|CLOSE)", re.IGNORECASE)
+
+
+def _read_section(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """A rule bounding one process's output: what it opens (or closes) is that rank's."""
+    m = _SECTION.match(facts.message)
+    if m is None or "local" in m.group("words").lower():
+        return None
+    kind = "end" if _SECTION_END.search(m.group("words")) else "begin"
+    return Sighting(file_index, line, rank=int(m.group("rank")), section=kind)
+
+
+# `tail`'s header between files pasted together ("==> logs/rank3.out <=="): what follows is that
+# file's, and its name may give the rank (as a file's own name does); a name without one ends
+# the section above.
+_FILE_HEADER = re.compile(r"^==> (?P<name>\S.{0,300}?) <==\s*$")
+
+
+def _read_file_header(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """A pasted file's header: the lines below it are that file's."""
+    m = _FILE_HEADER.match(facts.message)
+    return Sighting(file_index, line, rank=rank_from_name(m.group("name")), section="begin") if m else None
+
+
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
+    StructurePattern("section", (b"---", b"===", b"###", b"***"), _SECTION, _read_section),
+    StructurePattern("file-header", (b"==> ",), _FILE_HEADER, _read_file_header),
 )

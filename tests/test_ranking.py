@@ -286,3 +286,46 @@ def test_a_known_failure_logged_as_a_warning_and_carried_on_from_was_survived(li
     assert d.initiating and d.initiating.line == 8
     stopped = "(Worker pid=7) Warning: disk-broke happened\nValueError: stats missing\n"
     assert run(library, stopped).initiating.line == 1  # type: ignore[union-attr]
+
+
+def test_an_nccl_warning_the_process_went_on_from_is_not_the_failure(library: Library) -> None:
+    warn = "hostq:311:311 [2] ibwrap.cc:90 NCCL WARN kernel-fault happened\n"
+    went_on = "hostq:311:311 [2] NCCL INFO NET/Socket : Using [0]eth0\n"
+    d = run(library, warn + "hostq:311:311 [2] net_ib.cc:12 NCCL WARN NET/IB : no device\n" + went_on)
+    assert d.status is Status.CLEAN
+    unwound = "hostq:311:311 [2] NCCL INFO transport.cc:44 -> 2\n"
+    assert run(library, warn + unwound).status is Status.FAILURE
+    other = "hostq:999:999 [3] NCCL INFO NET/Socket : Using [0]eth0\n"
+    assert run(library, warn + other).status is Status.FAILURE  # another process went on
+
+
+def test_a_cpp_stack_under_an_info_record_is_part_of_it(library: Library) -> None:
+    stack = "Exception raised from kernel-fault happened at c.cpp:43 (most recent call first):\nframe #0: f\n"
+    info = "[I628 20:15:42.000370615 ProcessGroupNCCL.cpp:1501] watchdog stops at exit: CUDA error\nmore\n\n"
+    assert run(library, info + stack).status is Status.CLEAN
+    error = info.replace("[I628", "[E628")
+    assert run(library, error + stack).status is Status.FAILURE
+
+
+def test_a_cause_stated_in_the_errors_own_detail_is_the_initiating_line(library: Library) -> None:
+    chained = "RuntimeError: kernel-fault happened in comm.cc:12\nlibxInternal: check failed.\nLast error:\n"
+    d = run(library, chained + "Socket to peer 7 dropped during handshake\n")
+    assert d.initiating and d.initiating.line == 4 and d.signature and d.signature.id == "kernel-fault"
+    known = run(library, "RuntimeError: kernel-fault happened\nCaused by:\ndisk-broke happened on /data\n")
+    assert known.initiating and known.initiating.line == 3
+    assert known.signature and known.signature.id == "disk-broke"
+    other = run(library, "RuntimeError: kernel-fault happened\nwandb:\nwandb: synced 3 files\n")
+    assert other.initiating and other.initiating.line == 1  # a program's own prefix introduces no cause
+
+
+def test_a_launchers_report_that_another_process_died_first_is_no_consequence(library: Library) -> None:
+    rule = "-" * 60
+    box = (
+        f"{rule}\nmpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n"
+        "  Process name: [[9,1],{}]\n  Exit code:    1\n" + rule + "\n"
+    )
+    d = run(library, "[Rank 1] peer-timeout happened\n" + box.format(0))
+    assert d.initiating and d.initiating.line == 3 and d.initiating.rank == 0
+    same = run(library, "[Rank 1] peer-timeout happened\n" + box.format(1))
+    assert same.initiating and same.initiating.line == 1  # the same process: its death followed it

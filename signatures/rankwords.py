@@ -1,0 +1,74 @@
+"""The rank a message names in its words, and whether it names the speaker or a peer.
+
+A line says which process it is in many words: `rank 3`, `Rank 3`, `[Rank 3]`, `rank=3`,
+`global rank 3`, `world_rank=3`, `task 3`, `task:3`, `worker 3`, `process_index=3`, or a
+bracketed index as its subject (`[3] is setting up NCCL communicator`). A bare `process N` is
+left out (it is a pid as often: "Process 20398 has 14.5 GiB memory in use", "Sending process 29
+closing signal"), as are `worker-1` and `Task-8` (host and asyncio task names) and a task of a
+device path (`/task:0/device:GPU:0`, where an op was placed). Two guards keep a mention from
+being taken for the speaker:
+
+- a local rank (`local rank 0`, `local_rank=0`, `LOCAL_RANK`) is a per-node index, never a rank;
+- a rank the speaker talks *about* is a peer: one after a preposition (`from rank 3`, `to rank
+  3`, `with rank 3`), after a verb of waiting or expecting (`waiting for rank 3`, `expected rank
+  3`), or the subject of a sentence about its absence (`Rank 3 is not responding`). The subject
+  of any other sentence is the speaker.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A mention: an optional "local"/"global", the word, a separator, the number; never inside a
+# path ("/ckpt/rank3/"), except a JAX task name ("/job:jax_worker/replica:0/task:3").
+_MENTION = re.compile(
+    r"(?:(?<![\w/-])|(?<=/)(?=task:))(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
+    r"(?P<word>rank|process_index|process_id|task|worker)"
+    r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<n>\d{1,6})(?![\w.-]|/device)",
+    re.IGNORECASE,
+)
+# A bracketed index as the subject of a sentence: "[3] is setting up NCCL communicator".
+_BRACKET_SUBJECT = re.compile(
+    r"(?:^|[:.;] )\[(?P<n>\d{1,6})\] (?=(?:is|has|was|did|failed|got|could|cannot)\b)"
+)
+# What comes just before a mention of a peer: a preposition, or a verb of waiting or expecting.
+_PEER_BEFORE = re.compile(
+    r"(?:\b(?:from|to|with|by|between|and|or|around|near|peer|peers|than|other|remote|of)"
+    r"|\b(?:wait(?:s|ed|ing)?|await(?:s|ed|ing)?|expect(?:s|ed|ing)?)(?: (?:for|on|from))?)"
+    r"\s*[\[(]?\s*$",
+    re.IGNORECASE,
+)
+# A sentence about a peer's absence: its subject is not the one speaking.
+_ABSENT_AFTER = re.compile(
+    r"^\]?:? (?:is|has|was|seems|appears)? ?(?:not (?:responding|reachable|joined|ready)"
+    r"|unresponsive|unreachable|missing|gone|down|dead|lost)"
+    r"|^\]? (?:has not|did not|never|didn't|hasn't) "
+    r"(?:joined|responded|respond|join|arrived|reported|entered)"
+    r"|^\]? (?:went away|disconnected|left)",
+    re.IGNORECASE,
+)
+# Words before a mention that make it some other kind of worker or task.
+_OTHER_KIND = re.compile(r"(?:dataloader|data loader|loader|pool|celery|spark|thread)\s*$", re.IGNORECASE)
+_LOCAL_ONLY = re.compile(r"local", re.IGNORECASE)
+
+
+def speaker_rank(message: str) -> int | None:
+    """The rank a message says is speaking, or None when it names none or only peers."""
+    if (m := _BRACKET_SUBJECT.search(message)) is not None:
+        return int(m.group("n"))
+    for m in _MENTION.finditer(message):
+        if m.group("local") or _LOCAL_ONLY.search(message[max(0, m.start() - 6) : m.start()]):
+            continue
+        if is_peer(message, m.start(), m.end()):
+            continue
+        if m.group("word").lower() != "rank" and _OTHER_KIND.search(message[: m.start()]):
+            continue
+        return int(m.group("n"))
+    return None
+
+
+def is_peer(message: str, start: int, end: int) -> bool:
+    """Whether the rank mentioned at ``message[start:end]`` is a peer the speaker talks about."""
+    return bool(
+        _PEER_BEFORE.search(message[max(0, start - 40) : start]) or _ABSENT_AFTER.search(message[end:])
+    )
