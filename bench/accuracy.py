@@ -7,7 +7,8 @@ Run from the repository root::
     .venv/bin/python bench/accuracy.py --batch extra3b  # one batch (also tests/corpus/firstsight/NAME)
     .venv/bin/python bench/accuracy.py --json           # one JSON object instead of the table
 
-It prints, for raw and embedded logs: initiating line found, rank right (of the cases with a
+It prints, for raw and embedded logs: initiating line found (and, beside it, within 3 lines of
+the labelled one: another line of the same several-line report), rank right (of the cases with a
 labelled rank), signature right (of the cases the class map names ids for; not graded with
 --generic-only), clean on `none` cases, a one-line summary per mode, and every miss.
 Required on the whole corpus: with the full library line found = 100%, rank right >= 95%,
@@ -33,8 +34,8 @@ HEALTHY = Path(__file__).resolve().parent.parent / "tests" / "healthy"
 
 FULL_FLOORS = {"line_found": 100.0, "rank_right": 95.0, "signature_right": 90.0, "clean_right": 100.0}
 GENERIC_FLOORS = {"line_found": 85.0, "clean_right": 100.0}
-CHECKS = ("line_found", "rank_right", "signature_right", "clean_right")
-HEADS = ("line found", "rank right", "signature right", "clean on none")
+CHECKS = ("line_found", "line_near", "rank_right", "signature_right", "clean_right")
+HEADS = ("line found", "within 3 lines", "rank right", "signature right", "clean on none")
 
 
 def percent(grades: list[Grade], attr: str) -> tuple[int, int, float]:

@@ -98,6 +98,12 @@ def class_map() -> dict[str, list[str] | None]:
     return data
 
 
+# A several-line failure report (Open MPI's signal box, torchrun's table entry, a record and its
+# detail) states one failure over a few lines; labels and engine may pick different lines of it.
+# Reported beside the exact figure, never in its place.
+NEAR_LINES = 3
+
+
 @dataclass
 class Grade:
     """How one diagnosis of one case fared; a None check does not apply to the case."""
@@ -105,6 +111,7 @@ class Grade:
     case: Case
     mode: str
     line_found: bool | None = None
+    line_near: bool | None = None  # within NEAR_LINES of the labelled line: the same statement's box
     rank_right: bool | None = None
     signature_right: bool | None = None
     clean_right: bool | None = None
@@ -147,11 +154,12 @@ def grade(case: Case, mode: str, diagnosis: Diagnosis, offset: int = 0) -> Grade
     assert case.initiating_line is not None
     expected_line = offset + (case.line_no or 0)
     if init is None:
-        g.line_found = False
+        g.line_found = g.line_near = False
         g.problems.append("no initiating line")
     else:
         holds = case.initiating_line in init.text or redact(case.initiating_line) in init.text
         g.line_found = holds and init.line == expected_line
+        g.line_near = abs(init.line - expected_line) <= NEAR_LINES
         if not holds:
             g.problems.append(f"initiating text does not contain the labelled line: {init.text[:160]!r}")
         if init.line != expected_line:
