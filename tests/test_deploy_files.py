@@ -249,7 +249,8 @@ def test_keda_watches_the_stream_and_group_the_workers_use() -> None:
 @pytest.mark.parametrize("script", sorted(p.relative_to(DEPLOY).as_posix() for p in DEPLOY.rglob("*.sh")))
 def test_shell_scripts_parse(script: str) -> None:
     path = DEPLOY / script
-    assert path.stat().st_mode & 0o111, f"{script} should be executable"
+    if path.read_text().startswith("#!"):  # run; a library without one is sourced by the others
+        assert path.stat().st_mode & 0o111, f"{script} should be executable"
     result = subprocess.run(["sh", "-n", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
