@@ -192,7 +192,9 @@ printf '%s\\n' "$@" > "$LOGDIR/denpex-args"
 """
 
 
-async def run_epilog(tmp_path: Path, **env: str) -> list[str] | None:
+async def run_epilog(
+    tmp_path: Path, script: Path = INTEGRATIONS / "slurm" / "denpex-epilog.sh", **env: str
+) -> list[str] | None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for name, text in (("scontrol", FAKE_SCONTROL), ("denpex", FAKE_DENPEX)):
@@ -209,9 +211,7 @@ async def run_epilog(tmp_path: Path, **env: str) -> list[str] | None:
         "SLURM_JOB_USER": "alice",
         "SLURM_CLUSTER_NAME": "prod",
     }
-    proc = await asyncio.create_subprocess_exec(
-        str(INTEGRATIONS / "slurm" / "denpex-epilog.sh"), env=base | env
-    )
+    proc = await asyncio.create_subprocess_exec(str(script), env=base | env)
     assert await proc.wait() == 0  # an epilog must never fail: that would drain the node
     args_file = tmp_path / "denpex-args"
     return args_file.read_text().splitlines() if args_file.exists() else None
@@ -245,6 +245,18 @@ async def test_slurm_epilog_reads_signals_and_raw_status(
 
 async def test_slurm_epilog_ignores_successful_jobs(tmp_path: Path) -> None:
     assert await run_epilog(tmp_path, SLURM_JOB_EXIT_CODE2="0:0") is None
+
+
+async def test_slurm_epilog_installed_without_its_library_exits_0_and_reports_nothing(
+    tmp_path: Path,
+) -> None:
+    alone = tmp_path / "etc-slurm" / "denpex-epilog.sh"
+    alone.parent.mkdir()
+    shutil.copy2(INTEGRATIONS / "slurm" / "denpex-epilog.sh", alone)
+    assert await run_epilog(tmp_path, alone, SLURM_JOB_EXIT_CODE2="1:0") is None
+    beside = alone.parent / "denpex-slurm-lib.sh"
+    shutil.copy2(INTEGRATIONS / "slurm" / "denpex-slurm-lib.sh", beside)
+    assert await run_epilog(tmp_path, alone, SLURM_JOB_EXIT_CODE2="1:0") is not None
 
 
 # -- end to end: the real app, the worker, the Slack stand-in ---------------------------------

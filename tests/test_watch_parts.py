@@ -64,6 +64,21 @@ def test_follower_rereads_a_truncated_file_from_its_start(tmp_path: Path) -> Non
     f.close()
 
 
+def test_follower_from_end_skips_what_is_there_and_reads_later_files_whole(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_bytes(b"old 1\nold 2\nhalf a li")  # a writer is in the middle of a line
+    done = tmp_path / "done.log"
+    done.write_bytes(b"finished\n")
+    f = Follower([str(log), str(done), str(tmp_path / "rank*.log")], from_end=True)
+    assert read_all(f) == [("train.log", b"half a li", False)]  # the unfinished line whole
+    with log.open("ab") as out:
+        out.write(b"ne\nnew\n")
+    (tmp_path / "rank1.log").write_bytes(b"r1 a\nr1 b\n")  # appeared after the start: all of it
+    assert sorted(read_all(f)) == [("rank1.log", b"r1 a\nr1 b\n", False), ("train.log", b"ne\nnew\n", False)]
+    f.close()
+    assert read_all(Follower([str(done)], from_end=False)) == [("done.log", b"finished\n", False)]
+
+
 def diagnosis(
     status: Status, line: int = 10, sig: str | None = "nccl-x", ranks: tuple[int, ...] = ()
 ) -> Diagnosis:

@@ -44,6 +44,12 @@ def add_commands(sub: Any) -> None:
         metavar="PATH",
         help="log files or glob patterns (quote them: 'logs/rank*.log'), followed like tail -F",
     )
+    p.add_argument(
+        "--from-end",
+        action="store_true",
+        help="read files that exist already from their end, like tail -n 0 -F (files that appear "
+        "later are read whole); the diagnosis then sees only what is written from now on",
+    )
     p.add_argument("--json", action="store_true", help="print each report as one JSON object per line")
     p.add_argument("--url", help="a Denpex server to send the reports to (its job-failure webhook)")
     p.add_argument("--secret-file", type=Path, help="file holding DENPEX_WEBHOOK_SECRET (with --url)")
@@ -126,7 +132,9 @@ def run_watch(args: argparse.Namespace) -> int:
             return command.ended()
         return bool(stopped) or (args.pid is not None and not alive(args.pid))
 
-    session = Session(library, Follower(args.paths), Tracker(args.settle), sinks, metrics, command)
+    session = Session(
+        library, Follower(args.paths, from_end=args.from_end), Tracker(args.settle), sinks, metrics, command
+    )
     session.run(stop)
     code = command.exit_code() if command is not None else None
     session.finish(code)

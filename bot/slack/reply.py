@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -69,9 +70,9 @@ def _is_post(request: HttpRequest) -> bool:
     return request.url.rstrip("/").endswith("/chat.postMessage")
 
 
-class PostAwareServerErrorRetryHandler(AsyncServerErrorRetryHandler):
-    """Retries 500/503, but not a ``chat.postMessage``: it may have landed all the same, so
-    ``SlackReplier`` looks for it before posting again."""
+class _NeverRetriesPosts(AsyncRetryHandler):
+    """Declines a ``chat.postMessage``: after a 500/503 or a lost connection it may have landed
+    all the same, so ``SlackReplier`` looks for it before posting again."""
 
     async def _can_retry_async(
         self,
@@ -86,20 +87,12 @@ class PostAwareServerErrorRetryHandler(AsyncServerErrorRetryHandler):
         return await super()._can_retry_async(state=state, request=request, response=response, error=error)
 
 
-class PostAwareConnectionErrorRetryHandler(AsyncConnectionErrorRetryHandler):
-    """Retries lost connections, but not a ``chat.postMessage`` (see above)."""
+class PostAwareServerErrorRetryHandler(_NeverRetriesPosts, AsyncServerErrorRetryHandler):
+    """Retries 500/503, except a ``chat.postMessage``."""
 
-    async def _can_retry_async(
-        self,
-        *,
-        state: RetryState,
-        request: HttpRequest,
-        response: HttpResponse | None = None,
-        error: Exception | None = None,
-    ) -> bool:
-        if _is_post(request):
-            return False
-        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+class PostAwareConnectionErrorRetryHandler(_NeverRetriesPosts, AsyncConnectionErrorRetryHandler):
+    """Retries lost connections, except a ``chat.postMessage``."""
 
 
 class SlackReplier:

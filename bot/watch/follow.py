@@ -1,7 +1,9 @@
 """Following log files as they grow, like ``tail -F``: rotation, truncation, files that appear later.
 
-Each file is read from its start (the diagnosis wants the whole run), then only what is appended.
-The file stays open, so the end of a file rotated away is still read before its successor.
+Each file is read from its start (the diagnosis wants the whole run), then only what is appended;
+with ``from_end`` the files already there when watching starts are read from their last line on
+(attaching to a run whose log is already many GB). The file stays open, so the end of a file
+rotated away is still read before its successor.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 READ_MAX = 1 << 20  # bytes read from one file per poll: no file starves the others
+TAIL_BACK = 64 << 10  # with from_end, how far back to look for the start of the unfinished line
 
 
 @dataclass(frozen=True)
@@ -37,13 +40,18 @@ class Follower:
 
     patterns: list[str]
     read_max: int = READ_MAX
+    from_end: bool = False
     files: dict[str, _Open] = field(default_factory=dict)
+    _polled: bool = False
 
     def poll(self) -> list[Piece]:
         """What was appended to every followed file since the last poll (at most ``read_max`` each)."""
         for name in self._names():
             if name not in self.files:
-                self._open(name, restarted=False)
+                state = self._open(name, restarted=False)
+                if state is not None and self.from_end and not self._polled:
+                    state.offset = _last_line_start(state.fd)
+        self._polled = True
         pieces = []
         for name in list(self.files):
             piece = self._read(name)
@@ -97,3 +105,16 @@ class Follower:
             state.offset = 0
             state.restarted = True
         return None
+
+
+def _last_line_start(fd: int) -> int:
+    """The offset where the file's last line starts: its end when it ends in a newline, else the
+    line being written (read whole rather than cut). A last line longer than ``TAIL_BACK`` is
+    skipped to the end."""
+    size = os.fstat(fd).st_size
+    start = max(0, size - TAIL_BACK)
+    tail = os.pread(fd, size - start, start)
+    cut = tail.rfind(b"\n")
+    if cut >= 0:
+        return start + cut + 1
+    return 0 if start == 0 else size

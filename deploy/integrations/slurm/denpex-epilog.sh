@@ -3,7 +3,8 @@
 #
 # Install (slurm.conf), on the controller so it runs once per job:
 #   EpilogSlurmctld=/etc/slurm/denpex-epilog.sh
-# The controller must see the jobs' output files (a shared file system). Where it does not, use
+# with denpex-slurm-lib.sh in the same directory. The controller must see the jobs' output
+# files (a shared file system). Where it does not, use
 #   Epilog=/etc/slurm/denpex-epilog.sh
 # instead: it then runs on every node of the job, and reports from the batch host only.
 #
@@ -22,22 +23,15 @@
 
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin
 [ -r /etc/default/denpex-epilog ] && . /etc/default/denpex-epilog
+# A missing library must not fail the epilog (that drains the node): say so in syslog, exit 0.
+lib=$(dirname "$0")/denpex-slurm-lib.sh
+[ -r "$lib" ] || { logger -t denpex -- "$lib is missing: $0 did nothing" 2>/dev/null; exit 0; }
+. "$lib"
 
 main() {
   job=${SLURM_JOB_ID:-}
   [ -n "$job" ] || return 0
-  # Only failed jobs. SLURM_JOB_EXIT_CODE2 is "exit:signal"; SLURM_JOB_EXIT_CODE is the raw
-  # wait(2) status of the batch script (exit code times 256), kept for older Slurm versions.
-  if [ -n "${SLURM_JOB_EXIT_CODE2:-}" ]; then
-    code=${SLURM_JOB_EXIT_CODE2%%:*}
-    signal=${SLURM_JOB_EXIT_CODE2#*:}
-  else
-    status=${SLURM_JOB_EXIT_CODE:-0}
-    code=$((status / 256))
-    signal=$((status % 128))
-  fi
-  [ "${signal:-0}" = 0 ] || code=$((128 + signal))
-  [ "$code" != 0 ] || return 0
+  failed_exit_code || return 0  # only failed jobs
   # As a node epilog, report from the batch host only, not once per node.
   if [ -n "${SLURMD_NODENAME:-}" ]; then
     batch_host=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*BatchHost=\([^ ]*\).*/\1/p')
@@ -46,8 +40,7 @@ main() {
   [ -n "${DENPEX_URL:-}" ] || return 0
 
   info=$(scontrol show job "$job" 2>/dev/null) || return 0
-  stdout=$(printf '%s\n' "$info" | sed -n 's/^ *StdOut=//p' | head -n 1)
-  stderr=$(printf '%s\n' "$info" | sed -n 's/^ *StdErr=//p' | head -n 1)
+  output_files "$info"
   name=$(printf '%s\n' "$info" | sed -n 's/.*JobName=\([^ ]*\).*/\1/p' | head -n 1)
 
   set --

@@ -4,7 +4,7 @@
 # is deterministic or repeats.
 #
 # Install (slurm.conf), on the controller, which must see the jobs' output files:
-#   EpilogSlurmctld=/etc/slurm/denpex-requeue.sh
+#   EpilogSlurmctld=/etc/slurm/denpex-requeue.sh   (denpex-slurm-lib.sh in the same directory)
 # It takes the place of denpex-epilog.sh: with DENPEX_URL set it also reports the job and waits
 # for the server's advice, which knows the job's earlier runs (the same failure twice in a row is
 # stopped); without DENPEX_URL it asks `denpex advise` on this machine (no history).
@@ -31,6 +31,10 @@
 
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin
 [ -r /etc/default/denpex-epilog ] && . /etc/default/denpex-epilog
+# A missing library must not fail the epilog (that drains the node): say so in syslog, exit 0.
+lib=$(dirname "$0")/denpex-slurm-lib.sh
+[ -r "$lib" ] || { logger -t denpex -- "$lib is missing: $0 did nothing" 2>/dev/null; exit 0; }
+. "$lib"
 
 say() {
   logger -t denpex-requeue -- "job ${job:-?}: $*" 2>/dev/null || true
@@ -43,23 +47,11 @@ field() {  # field NAME: the value of NAME= in the job's record
 main() {
   job=${SLURM_JOB_ID:-}
   [ -n "$job" ] || return 0
-  # Only failed jobs (see denpex-epilog.sh for the two exit-code variables).
-  if [ -n "${SLURM_JOB_EXIT_CODE2:-}" ]; then
-    code=${SLURM_JOB_EXIT_CODE2%%:*}
-    signal=${SLURM_JOB_EXIT_CODE2#*:}
-  else
-    status=${SLURM_JOB_EXIT_CODE:-0}
-    code=$((status / 256))
-    signal=$((status % 128))
-  fi
-  [ "${signal:-0}" = 0 ] || code=$((128 + signal))
-  [ "$code" != 0 ] || return 0
+  failed_exit_code || return 0  # only failed jobs
 
   info=$(scontrol show job "$job" 2>/dev/null) || return 0
   set --
-  # Output paths may hold spaces: each has a line of its own in the record.
-  stdout=$(printf '%s\n' "$info" | sed -n 's/^ *StdOut=//p' | head -n 1)
-  stderr=$(printf '%s\n' "$info" | sed -n 's/^ *StdErr=//p' | head -n 1)
+  output_files "$info"
   [ -r "$stdout" ] && set -- "$@" "$stdout"
   [ -r "$stderr" ] && [ "$stderr" != "$stdout" ] && set -- "$@" "$stderr"
   [ $# -gt 0 ] || { say "no readable output file: nothing to advise on"; return 0; }
