@@ -2,23 +2,27 @@
 
 In order, the first that answers wins (a rank in the content always beats the file's name):
 
-1. the line itself: a rank prefix (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: `) or a rank in the
-   message (`[Rank 3]`, `process rank 3 with PID`, `process 3 terminated with`, `task 3:`);
-   then the rest of its statement: the line above when the line is the wrapped second half of
-   it, and the message's own continuation lines below (no head of their own, up to a blank line);
-   a job of world size 1 (and no line naming another rank) has only rank 0; a line of Slurm's
-   step daemon (`slurmstepd: error: ...`) is no task's, whatever label srun forwarded it under: it
-   concerns the one task srun's report below it names (`srun: error: node7: task 5: ...`);
-2. the process: NCCL's `host:pid` mapped through the `comm 0x... rank N nranks M` line of the
-   same pid (the largest communicator), or the failure table's `(pid: P)`;
-3. the local rank (`[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped through the failure
-   table of the same host, or taken as the rank when the job spans one node; local rank 0 is
-   rank 0 when the log names no other process at all (no other rank, local rank or host, no
-   world size above 1); never a rank by itself;
-4. mp.spawn's `-- Process N terminated with the following error:` above the line;
-5. the lines around it, when they all carry one and the same rank;
-6. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
-7. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
+1. the line itself: its process tag as learned from the log (processtags.py), a launcher's tag
+   (`[rank3]:`, `[1,3]<stderr>:`, srun's `3: ` unless it counts nodes) or a rank its words name
+   as the speaker (rankwords.py); then the rest of its statement: the line above when the line is
+   the wrapped second half of it, and the message's own continuation lines below (no head of
+   their own, up to a blank line; one rank named, not a list of peers); a job of world size 1
+   (and no line naming another rank) has only rank 0; a line of Slurm's step daemon
+   (`slurmstepd: error: ...`) is no task's, whatever label srun forwarded it under: it concerns
+   the one task srun's report below it names (`srun: error: node7: task 5: ...`);
+2. the launcher's box it is reported in, when the box names one rank; the process: NCCL's
+   `host:pid` mapped through the `comm 0x... rank N nranks M` line of the same pid (the largest
+   communicator), or the failure table's `(pid: P)`;
+3. the local rank (a learned local tag, `[default3]:`, `local_rank: 3`, `--local_rank=3`) mapped
+   through the failure table of the same host, or taken as the rank when the job spans one node
+   (or its world size fits in the local ranks one node showed); local rank 0 is rank 0 when the
+   log names no other process at all; never a rank by itself;
+4. a launcher's rule bounding one rank's output, or `tail`'s `==> rank3.log <==` header;
+5. mp.spawn's `-- Process N terminated with the following error:` above the line;
+6. the lines around it, when they all carry one and the same rank;
+7. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
+8. for an untagged traceback or continuation line, the nearest tagged line above in its block;
+9. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
 
 The host comes from the line, else from whatever names the host of that rank or process, else
 from the log when every line read that names a host names the same one.
@@ -178,17 +182,18 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
         host = first.host
     if host is None and len({h.lower() for h in r.hosts}) == 1:
         host = min(r.hosts)  # the only host the log names (host names ignore case)
-    return Attribution(rank, host, how, hit.local_rank)
+    return Attribution(rank, host, how, hit.local_rank if hit.local_rank is not None else reading.local)
 
 
 def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None, str | None]:
     daemon, task = step_daemon_task(hit.text, hit.after)
     if daemon:  # the step's own line: srun's label on it names no process
         return (task, "srun's report below it names that task") if task is not None else (None, None)
-    if hit.rank is not None:
+    if reading.rank is not None and "rank" not in hit.groups:
+        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+    tags = r.tags.get(hit.file_index)
+    if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None
-    if reading.rank is not None:
-        return reading.rank, None
     if r.world_of_one:
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
@@ -274,13 +279,15 @@ def statement_rank(hit: Hit) -> int | None:
             return facts.rank
     if hit.facts.tagged or hit.facts.time is not None:
         return None  # a tagged or stamped line's message ends with it; what follows is new lines
+    named: set[int] = set()
     for text in hit.after[:CONTINUATION_REACH]:
         facts = unwrap(text)
         if not text.strip() or facts.message != text.rstrip("\r\n") or _new_statement(facts.message):
-            return None
+            break
         if facts.rank is not None:
-            return facts.rank
-    return None
+            named.add(facts.rank)
+    # One rank named is the speaker's; a list of several ("Timed out task names:") names peers.
+    return named.pop() if len(named) == 1 else None
 
 
 _TOOL_HEAD = re.compile(r"^[\w.-]+: ")

@@ -34,7 +34,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
-        r"^ {0,4}(?P<rank>\d{1,5}): ",  # srun --label (right-aligned to the widest task id)
+        r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
         r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
@@ -47,6 +47,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
+        r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "
@@ -143,7 +144,7 @@ def unwrap(line: str) -> LineFacts:
             break
         else:
             break
-    rank = int(found["rank"]) if "rank" in found else None
+    rank = int(found["rank"]) if "rank" in found else int(found["task"]) if "task" in found else None
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None

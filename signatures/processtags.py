@@ -11,8 +11,9 @@ tokens before its message (bracketed or parenthesised groups, colon-terminated w
 - the word before its number says so: `rank`, `global_rank`, `process`, `task`, `worker` name a
   global rank; `local`, `default`, `gpu`, `dev` a per-node index (a local rank);
 - or it has no word and it recurs on several lines with several small values (0..N-1). Such a
-  bare tag is a local rank when one value shows on several hosts, or when it stands after NCCL's
-  `host:pid:tid` (the CUDA device), and a global rank otherwise.
+  bare tag is a local rank when one value shows on several hosts, or when a name qualifies it: it
+  stands after NCCL's `host:pid:tid` (the CUDA device), a host's `node3:` or a role's `name/0`, or
+  a name shares its token (`[node7:3]`); it is a global rank otherwise.
 
 When a line carries both, the global tag wins over the local one (`[default1]:[rank1]:`).
 """
@@ -29,7 +30,8 @@ from signatures.lines import unwrap
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
-    r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|)(?=\s|\[|\(|$)"
+    r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
+    r"|(?:stdout|stderr) [FP])(?=\s|\[|\(|$)"
 )
 _TOKEN = re.compile(
     r"\s*(?:(?P<nccl>[A-Za-z0-9][\w.-]{0,60}:\d+:\d+)(?=\s)"
@@ -39,6 +41,8 @@ _TOKEN = re.compile(
     r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$))"
 )
 _NUMBER = re.compile(r"\d+")
+_LETTER = re.compile(r"[A-Za-z]")
+_STREAM = re.compile(r"<std(?:out|err)>")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
 _KEY_VALUE = re.compile(r"\b(?P<key>[a-z_]+)=(?P<value>[\w.:-]+)")
 _HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
@@ -61,7 +65,7 @@ class Token:
     shape: str
     value: int
     word: str | None  # lower case; None for a bare number
-    after_nccl: bool = False
+    qualified: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Head:
 
 def read_head(line: str) -> Head:
     """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, after_nccl, process = 0, [], None, False, None
+    pos, tokens, host, qualified, process = 0, [], None, False, None
     for _ in range(MAX_HEAD_TOKENS):
         if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
             pos = s.end()
@@ -87,7 +91,7 @@ def read_head(line: str) -> Head:
         if m.group("nccl"):
             host = host or m.group("nccl").split(":", 1)[0]
             process = process or ":".join(m.group("nccl").split(":")[:2])
-            after_nccl = True
+            qualified = True
             continue
         if (ray := m.group("ray")) is not None:
             for kv in _KEY_VALUE.finditer(ray):
@@ -101,11 +105,13 @@ def read_head(line: str) -> Head:
             continue
         token = m.group("bracket") or m.group("word")
         if token is None:
-            continue  # a replica's name/0: the index of a role, not of a process
-        tokens.extend(_numbered(token, after_nccl))
+            qualified = True  # a replica's name/0: what follows is an index within the replica
+            continue
+        tokens.extend(_numbered(token, qualified))
+        qualified = False
         if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
             host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
-        after_nccl = False
+            qualified = True  # what follows is an index within that node
     return Head(tuple(tokens), host, process and f"{host}/{process}")
 
 
@@ -113,7 +119,7 @@ def _process_word(token: str) -> bool:
     return any(t.word in GLOBAL_WORDS | LOCAL_WORDS for t in _numbered(token, False))
 
 
-def _numbered(token: str, after_nccl: bool) -> list[Token]:
+def _numbered(token: str, qualified: bool) -> list[Token]:
     if "/" in token or "." in token:  # frame ids ([0/8]), versions, file names: no process index
         return []
     runs = list(_NUMBER.finditer(token))
@@ -128,11 +134,13 @@ def _numbered(token: str, after_nccl: bool) -> list[Token]:
         shape = "".join(parts)
         word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
         name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
-        if name is None and "<std" in shape:
+        if name is None and "<std" in shape and len(runs) == 1:
             name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
         value = int(run.group())
         if value < MAX_INDEX:
-            out.append(Token(shape, value, name, after_nccl))
+            # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
+            named = name is None and _LETTER.search(_STREAM.sub("", shape)) is not None
+            out.append(Token(shape, value, name, qualified or named))
     return out
 
 
@@ -154,6 +162,7 @@ class TagModel:
     host_of: dict[int, str] = field(default_factory=dict)
     rank_of_process: dict[str, int] = field(default_factory=dict)
     local_values: set[int] = field(default_factory=set)  # every local index a tag showed
+    coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -168,6 +177,11 @@ class TagModel:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
         tags = [t for t in head.tokens if t.shape in self.global_shapes]
         return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+
+    def counts_nodes(self, line: str, value: int) -> bool:
+        """Whether ``value`` on ``line`` is a tag that counts nodes (srun's task of a per-node
+        launcher, "1: [default3]:"), not processes."""
+        return any(t.shape in self.coarse_shapes and t.value == value for t in read_head(line).tokens)
 
     @property
     def tagged(self) -> bool:
@@ -189,7 +203,7 @@ def learn(lines: Iterable[str]) -> TagModel:
         for t in head.tokens:
             values[t.shape][t.value] += 1
             words[t.shape] = t.word
-            if t.after_nccl:
+            if t.qualified:
                 nccl.add(t.shape)
             if head.host:
                 hosts[(t.shape, t.value)].add(head.host.lower())
@@ -203,7 +217,8 @@ def learn(lines: Iterable[str]) -> TagModel:
         elif word is None and _bare_tag(counts):
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
-    model.global_shapes -= _coarser(heads, model)
+    model.coarse_shapes = _coarser(heads, model)
+    model.global_shapes -= model.coarse_shapes
     model.local_values = {v for shape in model.local_shapes for v in values[shape]}
     named: dict[str, set[int]] = defaultdict(set)
     for line, head in heads:
@@ -220,16 +235,24 @@ def learn(lines: Iterable[str]) -> TagModel:
 def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
     # A tag one value of which goes with several values of another process tag on its lines
     # ("worker-1: [default0]:", "worker-1: [default3]:") counts nodes, not processes.
+    # So does a tag other than a rank's that stands before a local index: the local index is
+    # counted within it ("worker-1: [default3]:", srun's "1: [default3]:").
     tags = model.global_shapes | model.local_shapes
     seen: dict[tuple[str, int, str], set[int]] = defaultdict(set)
+    outer: set[str] = set()
     for _, head in heads:
         mine = [t for t in head.tokens if t.shape in tags]
-        for a in mine:
-            if a.shape in model.global_shapes:
-                for b in mine:
-                    if b.shape != a.shape:
-                        seen[(a.shape, a.value, b.shape)].add(b.value)
-    return {shape for (shape, _, _), values in seen.items() if len(values) > 1}
+        for i, a in enumerate(mine):
+            if a.shape not in model.global_shapes:
+                continue
+            if _WORD_ORDER.get(a.word or "", 9) > 0 and any(
+                b.shape in model.local_shapes for b in mine[i + 1 :]
+            ):
+                outer.add(a.shape)
+            for b in mine:
+                if b.shape != a.shape:
+                    seen[(a.shape, a.value, b.shape)].add(b.value)
+    return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 
 
 def _bare_tag(counts: Counter[int]) -> bool:

@@ -42,6 +42,7 @@ from signatures.candidate import (
 )
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
+    box_lines,
     carried_on,
     drop_wrapped_halves,
     first_after,
@@ -227,9 +228,17 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
         return
     for c in cands:
         unknown = c.signature is None and c.tier in (TIER_INITIATING, TIER_UNKNOWN, TIER_DEGRADED, TIER_DEATH)
-        # A scheduler's verdict explains the deaths around it; it is no consequence of them.
-        if unknown and "scheduler-verdict" not in c.shapes and any(time_order(d, c) < 0 for d in downstream):
+        # A scheduler's verdict explains the deaths around it; it is no consequence of them. Nor
+        # is a launcher's report that another process died first (Open MPI's box naming rank 0
+        # after rank 1's "Horovod has been shut down").
+        late = any(time_order(d, c) < 0 for d in downstream)
+        if unknown and late and "scheduler-verdict" not in c.shapes and not _other_death(c, downstream):
             c.tier = TIER_LATE_UNKNOWN
+
+
+def _other_death(c: Candidate, downstream: list[Candidate]) -> bool:
+    ranks = {n for t in box_lines(c.hit) if (n := unwrap(t).rank) is not None} if c.death else set()
+    return len(ranks) == 1 and not ranks & {d.hit.rank for d in downstream}
 
 
 def _was_handled(hit: Hit) -> bool:

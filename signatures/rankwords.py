@@ -1,8 +1,11 @@
 """The rank a message names in its words, and whether it names the speaker or a peer.
 
 A line says which process it is in many words: `rank 3`, `Rank 3`, `[Rank 3]`, `rank=3`,
-`global rank 3`, `process 3`, `task 3`, `task:3`, `worker 3`, `process_index=3`, or a bracketed
-index as its subject (`[3] is setting up NCCL communicator`). Two guards keep a mention from
+`global rank 3`, `world_rank=3`, `task 3`, `task:3`, `worker 3`, `process_index=3`, or a
+bracketed index as its subject (`[3] is setting up NCCL communicator`). A bare `process N` is
+left out (it is a pid as often: "Process 20398 has 14.5 GiB memory in use", "Sending process 29
+closing signal"), as are `worker-1` and `Task-8` (host and asyncio task names) and a task of a
+device path (`/task:0/device:GPU:0`, where an op was placed). Two guards keep a mention from
 being taken for the speaker:
 
 - a local rank (`local rank 0`, `local_rank=0`, `LOCAL_RANK`) is a per-node index, never a rank;
@@ -16,11 +19,12 @@ from __future__ import annotations
 
 import re
 
-# A mention: an optional "local"/"global", the word, a separator, the number.
+# A mention: an optional "local"/"global", the word, a separator, the number; never inside a
+# path ("/ckpt/rank3/"), except a JAX task name ("/job:jax_worker/replica:0/task:3").
 _MENTION = re.compile(
-    r"(?<![\w-])(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
-    r"(?P<word>rank|process_index|process_id|process|proc|task|worker)"
-    r"(?:[ _#]?(?:id|index)?[ =:#-]{0,2})(?P<n>\d{1,6})(?![\w.])",
+    r"(?:(?<![\w/-])|(?<=/)(?=task:))(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
+    r"(?P<word>rank|process_index|process_id|task|worker)"
+    r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<n>\d{1,6})(?![\w.-]|/device)",
     re.IGNORECASE,
 )
 # A bracketed index as the subject of a sentence: "[3] is setting up NCCL communicator".
@@ -29,7 +33,7 @@ _BRACKET_SUBJECT = re.compile(
 )
 # What comes just before a mention of a peer: a preposition, or a verb of waiting or expecting.
 _PEER_BEFORE = re.compile(
-    r"(?:\b(?:from|to|with|by|between|and|or|peer|peers|than|other|remote|of)"
+    r"(?:\b(?:from|to|with|by|between|and|or|around|near|peer|peers|than|other|remote|of)"
     r"|\b(?:wait(?:s|ed|ing)?|await(?:s|ed|ing)?|expect(?:s|ed|ing)?)(?: (?:for|on|from))?)"
     r"\s*[\[(]?\s*$",
     re.IGNORECASE,

@@ -138,9 +138,9 @@ def _read_stop(
 # A launcher's rule around one process's output: "----------Begin global rank 1 STDERR----------",
 # "===== worker 3 output =====", "---- End rank 2 ----". A local rank bounds nothing global.
 _SECTION = re.compile(
-    r"^\s*(?:-{4,}|={4,}|#{4,}|\*{4,})(?P<words>[^\n]{0,60}?)\b(?:global[ _-]?)?"
+    r"^\s*(?:-{3,}|={3,}|#{3,}|\*{3,})(?P<words>[^\n]{0,60}?)\b(?:global[ _-]?)?"
     r"(?:[Rr]ank|RANK|[Pp]rocess|[Ww]orker|[Tt]ask)[ _:=-]?(?P<rank>\d+)\b"
-    r"[^\n]{0,40}?(?:-{4,}|={4,}|#{4,}|\*{4,})\s*$"
+    r"[^\n]{0,40}?(?:-{3,}|={3,}|#{3,}|\*{3,})\s*$"
 )
 _SECTION_END = re.compile(r"\b(?:[Ee]nd|END|[Ff]inish|FINISH|[Cc]lose|CLOSE)", re.IGNORECASE)
 
@@ -175,6 +175,6 @@ STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
-    StructurePattern("section", (b"----", b"====", b"####", b"****"), _SECTION, _read_section),
+    StructurePattern("section", (b"---", b"===", b"###", b"***"), _SECTION, _read_section),
     StructurePattern("file-header", (b"==> ",), _FILE_HEADER, _read_file_header),
 )

@@ -62,11 +62,12 @@ def test_a_global_tag_wins_over_a_local_one_behind_any_prefix(library: Library) 
     assert where(run(library, only_local + "nnodes=2\n"))[0] is None  # a local index is no rank
 
 
-def test_a_bare_tag_that_repeats_on_several_hosts_is_local(library: Library) -> None:
+def test_a_bare_tag_that_repeats_on_several_hosts_or_follows_a_host_is_local(library: Library) -> None:
     log = chatter("gpu-a07: [{}] ", range(4)) + chatter("gpu-b11: [{}] ", range(4)) + f"gpu-b11: [2] {BOOM}\n"
     assert where(run(library, log)) == (None, "gpu-b11")
     one_host = chatter("gpu-a07: [{}] ", range(4)) + f"gpu-a07: [2] {BOOM}\n"
-    assert where(run(library, one_host)) == (2, "gpu-a07")
+    assert where(run(library, one_host)) == (None, "gpu-a07")  # an index within a named node
+    assert where(run(library, "nnodes=1\n" + one_host)) == (2, "gpu-a07")  # the only node: its rank
 
 
 def test_the_host_of_a_tag_comes_from_the_same_line_elsewhere(library: Library) -> None:
@@ -97,6 +98,8 @@ def test_an_untagged_traceback_line_is_the_nearest_tagged_process_above(library:
         (f"{BOOM}. Rank 7 is not responding", None),  # a peer's absence
         (f"{BOOM}: local rank 7 is not ready", None),  # a local rank is no rank
         (f"{BOOM}: DataLoader worker 7 exited", None),  # another kind of worker
+        (f"{BOOM}: /ckpt/rank7/model.pt is missing", None),  # a path names no speaker
+        (f"{BOOM}: Process 7 has 14.5 GiB memory in use", None),  # a pid
     ],
 )
 def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(
@@ -109,7 +112,7 @@ def test_the_speaker_a_message_names_is_its_rank_a_peer_is_not(
 def test_a_launchers_rule_around_one_ranks_output_names_it(library: Library) -> None:
     closed = f"{BOOM}\nwarnings.warn(...)\n\n=========== end of worker 4 output ===========\n"
     assert where(run(library, closed))[0] == 4
-    opened = f"#### Begin rank 3 stdout ####\n{BOOM}\n"
+    opened = f"=== rank 3 ===\n{BOOM}\n"
     assert where(run(library, opened))[0] == 3
     closed_before = f"---- End rank 3 ----\n{BOOM}\n"
     assert where(run(library, closed_before))[0] is None  # a closed section says nothing below it
@@ -158,3 +161,24 @@ def test_a_local_rank_is_the_rank_when_the_world_fits_on_the_node_shown(library:
     assert where(run(library, log))[0] == 3
     wider = "world_size=16\n" + chatter("[local{}]: ", range(4)) + f"[local3]: {BOOM}\n"
     assert where(run(library, wider))[0] is None
+
+
+def test_an_outer_launchers_task_per_node_gives_way_to_the_tag_inside(library: Library) -> None:
+    log = "".join(f"{node}: [rank{8 * node + v}]: step 3\n" for node in range(2) for v in range(3))
+    assert where(run(library, log + f"1: [rank13]: {BOOM}\n"))[0] == 13
+    per_node = "".join(f"{node}: [default{v}]: step 3\n" for node in range(2) for v in range(3))
+    assert where(run(library, per_node + f"1: [default2]: {BOOM}\n"))[0] is None  # node 1, local 2
+    mpi = "".join(f"[1,{v}]<stderr>: step 3\n" for v in range(3))
+    assert where(run(library, mpi + f"[1,2]<stderr>: {BOOM}\n"))[0] == 2
+
+
+def test_a_tag_before_a_local_index_counts_nodes_even_when_one_process_shows(library: Library) -> None:
+    log = chatter("worker-1: [local3]: ", range(1)) * 3 + f"worker-1: [local3]: {BOOM}\n"
+    assert where(run(library, log + "nnodes=2\n"))[0] is None  # node 1's local rank 3
+    assert where(run(library, chatter("worker-{}: ", range(3)) + f"worker-1: {BOOM}\n"))[0] == 1
+
+
+def test_a_container_runtimes_line_head_hides_no_tag(library: Library) -> None:
+    head = "2024-05-01T10:00:00.123Z stderr F "
+    log = chatter(head + "[proc{}] ", range(3)) + f"{head}[proc2] {BOOM}\n"
+    assert where(run(library, log))[0] == 2

@@ -316,3 +316,16 @@ def test_a_cause_stated_in_the_errors_own_detail_is_the_initiating_line(library:
     assert known.signature and known.signature.id == "disk-broke"
     other = run(library, "RuntimeError: kernel-fault happened\nwandb:\nwandb: synced 3 files\n")
     assert other.initiating and other.initiating.line == 1  # a program's own prefix introduces no cause
+
+
+def test_a_launchers_report_that_another_process_died_first_is_no_consequence(library: Library) -> None:
+    rule = "-" * 60
+    box = (
+        f"{rule}\nmpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n"
+        "  Process name: [[9,1],{}]\n  Exit code:    1\n" + rule + "\n"
+    )
+    d = run(library, "[Rank 1] peer-timeout happened\n" + box.format(0))
+    assert d.initiating and d.initiating.line == 3 and d.initiating.rank == 0
+    same = run(library, "[Rank 1] peer-timeout happened\n" + box.format(1))
+    assert same.initiating and same.initiating.line == 1  # the same process: its death followed it
