@@ -23,6 +23,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        # a progress bar a record was printed onto without a newline (tqdm's "\r" refresh):
+        # "Epoch 0:  2%|▏   | 13/591 [15:07<11:12, 69.84s/it, loss=1.87]2022-08-19 19:12:17: E ..."
+        r"^[^|\n]{0,120}\d+%\|[^|\n]{0,120}\| *\d+/\d+ \[[^\]\n]{0,200}\] *"
+        r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b)",
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+

@@ -231,3 +231,31 @@ def test_ucx_signal_handler_head_gives_host_and_pid() -> None:
     facts = unwrap("[node-b:9031 :1:9040] Caught signal 7 (Bus error: nonexistent physical address)")
     assert (facts.host, facts.pid) == ("node-b", 9031)
     assert facts.message.startswith("Caught signal 7")
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "level"),
+    [
+        (
+            "Training:  40%|████      | 40/100 [01:02<01:33,  1.55s/it]2024-03-01 10:00:00,123 ERROR worker died",
+            "ERROR worker died",
+            None,
+        ),
+        (
+            "12%|█▏        | 120/1000 [00:10<01:20, 11.0it/s, loss=0.3]E0301 10:00:00.123456 77 alloc.cc:9] out of pool",
+            "out of pool",
+            "E",
+        ),
+        ("valid:  3%|▎ | 3/91 [00:01<00:40]  ERROR: shard 7 unreadable", "ERROR: shard 7 unreadable", None),
+    ],
+)
+def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
+    line: str, message: str, level: str | None
+) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.level) == (message, level)
+
+
+def test_a_progress_bar_alone_keeps_its_text() -> None:
+    bar = "Epoch 3:  50%|█████     | 5/10 [00:05<00:05,  1.00it/s, loss=2.1]"
+    assert unwrap(bar).message == bar
