@@ -237,12 +237,14 @@ def test_ucx_signal_handler_head_gives_host_and_pid() -> None:
     ("line", "message", "level"),
     [
         (
-            "Training:  40%|████      | 40/100 [01:02<01:33,  1.55s/it]2024-03-01 10:00:00,123 ERROR worker died",
+            "Training:  40%|████      | 40/100 [01:02<01:33,  1.55s/it]"
+            "2024-03-01 10:00:00,123 ERROR worker died",
             "ERROR worker died",
             None,
         ),
         (
-            "12%|█▏        | 120/1000 [00:10<01:20, 11.0it/s, loss=0.3]E0301 10:00:00.123456 77 alloc.cc:9] out of pool",
+            "12%|█▏        | 120/1000 [00:10<01:20, 11.0it/s, loss=0.3]"
+            "E0301 10:00:00.123456 77 alloc.cc:9] out of pool",
             "out of pool",
             "E",
         ),
