@@ -134,8 +134,9 @@ def _fits_one_node(scans: Sequence[TextScan], environment: dict[str, str], tags:
 
 
 def _sample(scan: TextScan) -> Iterator[str]:
-    # The lines a text lends to learning its tags: its hits with their context, its progress.
-    for hit in scan.hits:
+    # The lines a text lends to learning its tags: its hits with their context, newest first (a
+    # run fails at its end), and its progress.
+    for hit in reversed(scan.hits):
         yield from hit.before
         yield hit.text
         yield from hit.after

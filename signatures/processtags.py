@@ -15,7 +15,11 @@ tokens before its message (bracketed or parenthesised groups, colon-terminated w
   stands after NCCL's `host:pid:tid` (the CUDA device), a host's `node3:` or a role's `name/0`, or
   a name shares its token (`[node7:3]`); it is a global rank otherwise.
 
-When a line carries both, the global tag wins over the local one (`[default1]:[rank1]:`).
+A tag one value of which goes with several values of another process tag, or that stands before
+a local index (`worker-1: [default3]:`, srun's `1: [default3]:`), counts nodes and names no rank.
+When a line carries several, a `rank` tag wins over a `worker` one and any global tag over a local
+one (`[default1]:[rank1]:`). A process whose head names its pid (Ray's `(Worker pid=7, ...)`,
+NCCL's `host:pid:tid`) and whose lines name one rank in their words is that rank.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ _WORD_ORDER = {"rank": 0, "global_rank": 0, "globalrank": 0, "grank": 0, "proces
 MAX_HEAD_TOKENS = 8
 MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
-SAMPLE_LINES = 20000  # lines one text lends to learning its tags
+SAMPLE_LINES = 5000  # distinct lines one text lends to learning its tags (tags recur on most)
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Token:
     shape: str
     value: int
     word: str | None  # lower case; None for a bare number
-    qualified: bool = False
+    qualified: bool = False  # a name qualifies it (a host's, a role's): an index within that name
 
 
 @dataclass(frozen=True)
@@ -170,13 +174,17 @@ class TagModel:
         rank = self.rank_in(head)
         if rank is None and head.process is not None:
             rank = self.rank_of_process.get(head.process)
-        local = next((t.value for t in head.tokens if t.shape in self.local_shapes), None)
+        local = next((t.value for t in head.tokens if self._is(t, self.local_shapes, LOCAL_WORDS)), None)
         return Reading(rank, local, head.host)
 
     def rank_in(self, head: Head) -> int | None:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
-        tags = [t for t in head.tokens if t.shape in self.global_shapes]
+        tags = [t for t in head.tokens if self._is(t, self.global_shapes, GLOBAL_WORDS)]
         return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+
+    def _is(self, t: Token, shapes: set[str], words: frozenset[str]) -> bool:
+        # A tag whose word says what it is needs no learning (a line past the sample has it too).
+        return t.shape in shapes or (t.word in words and t.shape not in self.coarse_shapes)
 
     def counts_nodes(self, line: str, value: int) -> bool:
         """Whether ``value`` on ``line`` is a tag that counts nodes (srun's task of a per-node
@@ -195,9 +203,13 @@ def learn(lines: Iterable[str]) -> TagModel:
     words: dict[str, str | None] = {}
     nccl: set[str] = set()
     heads = []
-    for n, line in enumerate(dict.fromkeys(lines)):
-        if n >= SAMPLE_LINES:
+    seen_lines: set[str] = set()
+    for line in lines:
+        if line in seen_lines:
+            continue
+        if len(seen_lines) >= SAMPLE_LINES:
             break
+        seen_lines.add(line)
         head = read_head(line)
         heads.append((line, head))
         for t in head.tokens:

@@ -182,3 +182,10 @@ def test_a_container_runtimes_line_head_hides_no_tag(library: Library) -> None:
     head = "2024-05-01T10:00:00.123Z stderr F "
     log = chatter(head + "[proc{}] ", range(3)) + f"{head}[proc2] {BOOM}\n"
     assert where(run(library, log))[0] == 2
+
+
+def test_a_tag_whose_word_names_a_rank_needs_no_learning() -> None:
+    model = learn(["plain line"])
+    assert model.read("[gworker3] x").rank is None  # an unknown word is learned, never assumed
+    assert model.read("[global_rank=7] x").rank == 7
+    assert model.read("[local=2] x").local == 2
