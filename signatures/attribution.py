@@ -7,7 +7,9 @@ In order, the first that answers wins (a rank in the content always beats the fi
    as the speaker (rankwords.py); then the rest of its statement: the line above when the line is
    the wrapped second half of it, and the message's own continuation lines below (no head of
    their own, up to a blank line; one rank named, not a list of peers); a job of world size 1
-   (and no line naming another rank) has only rank 0;
+   (and no line naming another rank) has only rank 0; a line of Slurm's step daemon
+   (`slurmstepd: error: ...`) is no task's, whatever label srun forwarded it under: it concerns
+   the one task srun's report below it names (`srun: error: node7: task 5: ...`);
 2. the launcher's box it is reported in, when the box names one rank; the process: NCCL's
    `host:pid` mapped through the `comm 0x... rank N nranks M` line of the same pid (the largest
    communicator), or the failure table's `(pid: P)`;
@@ -37,6 +39,7 @@ from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.lines import unwrap
 from signatures.processtags import Reading, TagModel, learn
+from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
 
@@ -184,6 +187,9 @@ def attribute(hit: Hit, line: int, r: Roster) -> Attribution:
 
 
 def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None, str | None]:
+    daemon, task = step_daemon_task(hit.text, hit.after)
+    if daemon:  # the step's own line: srun's label on it names no process
+        return (task, "srun's report below it names that task") if task is not None else (None, None)
     if reading.rank is not None and "rank" not in hit.groups:
         return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
     tags = r.tags.get(hit.file_index)

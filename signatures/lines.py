@@ -23,6 +23,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        # a progress bar a record was printed onto without a newline (tqdm's "\r" refresh):
+        # "Epoch 0:  2%|▏   | 13/591 [15:07<11:12, 69.84s/it, loss=1.87]2022-08-19 19:12:17: E ..."
+        r"^[^|\n]{0,120}\d+%\|[^|\n]{0,120}\| *\d+/\d+ \[[^\]\n]{0,200}\] *"
+        r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b)",
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
@@ -34,7 +38,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
-        r"^(?P<task>\d{1,5}): ",  # srun --label: its task (a rank, unless a tag inside says otherwise)
+        r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
         r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
@@ -58,7 +62,12 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
         r"^\([\w:. -]+\) (?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
-        r"^\([\w:-]+ pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",  # vLLM / Ray actor tag
+        # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) "
+        r"^\([\w:.-]+(?:\[(?:rank=(?P<rank>\d+)|[^\]\s]*)\])? pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",
+        # UCX's log head: "[1579244748.83] [host:pid:thread]  file.c:62  UCX  ERROR "
+        r"^\[\d+\.\d+\] +\[(?P<host>[\w.-]+):(?P<pid>\d+):\d+\] +[\w./-]+:\d+ +UCX +"
+        r"(?:(?P<level>ERROR|WARN|INFO|DEBUG|FATAL)|[A-Z]+) +",
+        r"^\[(?P<host>[\w.-]+):(?P<pid>\d+) *:\d+:\d+\] ",  # UCX's signal handler: [host:pid:tid:tid]
         # syslog / journald: "Jan 12 10:00:00 node7 kernel: "
         r"^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: ",
         r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] ",  # dmesg -T

@@ -1,9 +1,11 @@
 """Ends that are no failure of their own: tear-down after a requested stop, a Slurm step's line
-beside its job's. Both only lower candidates (ranking.py applies them last)."""
+beside its job's. Both only lower candidates (ranking.py applies them last). And whom a line of
+Slurm's step daemon concerns (attribution.py)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, Candidate
 
@@ -38,3 +40,20 @@ def demote_step_beside_job(cands: list[Candidate]) -> None:
         m = _SLURM_CANCEL.search(c.text)
         if m is not None and m.group("what") == "STEP" and (m.group("job"), m.group("at")) in jobs:
             c.tier = max(c.tier, TIER_DOWNSTREAM)
+
+
+_STEP_DAEMON = re.compile(r"(?:^|[\s:])slurmstepd(?:-[\w.-]+)?: ")  # after any label
+_SRUN_TASK = re.compile(r"^srun: error: [\w.-]+: task (?P<task>\d+): ")
+STEP_REPORT_REACH = 4  # lines below slurmstepd's line where srun names the task it concerns
+
+
+def step_daemon_task(text: str, after: Sequence[str]) -> tuple[bool, int | None]:
+    """Whether ``text`` is Slurm's step daemon speaking, and the task it concerns.
+
+    slurmstepd speaks for the whole step: srun forwards its line under one task's label (task 0's,
+    usually), which says nothing about whom it concerns. srun's own report just below names the
+    task (`srun: error: node7: task 5: Out Of Memory`): that task, when it names exactly one."""
+    if not _STEP_DAEMON.search(text[:120]):
+        return False, None
+    tasks = {int(m.group("task")) for t in after[:STEP_REPORT_REACH] if (m := _SRUN_TASK.match(t.strip()))}
+    return True, (tasks.pop() if len(tasks) == 1 else None)

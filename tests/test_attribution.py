@@ -168,3 +168,31 @@ def test_the_only_host_the_log_names_is_the_host(library: Library) -> None:
     assert where(run(library, log)) == (None, "gpu-17")
     two = log + "srun: error: gpu-18: task 1: Exited with exit code 1\n"
     assert where(run(library, two)) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("log", "rank"),
+    [
+        # srun forwards the step daemon's line under task 0's label; srun's report names the task
+        (
+            "  0: slurmstepd: error: kernel-fault happened in StepId=9.2\n"
+            "srun: error: gpu-3: task 6: Out Of Memory\n",
+            6,
+        ),
+        ("2: slurmstepd-gpu-3: error: kernel-fault happened\nsrun: error: gpu-3: task 11: Killed\n", 11),
+        # two tasks named: the log does not say which one it concerns
+        (
+            "0: slurmstepd: error: kernel-fault happened\n"
+            "srun: error: a: task 1: Killed\nsrun: error: a: task 4: Killed\n",
+            None,
+        ),
+        # no report below: the label is still nobody's
+        ("0: slurmstepd: error: kernel-fault happened\n", None),
+        # a task's own line keeps its label
+        (f"0: {BOOM}\nsrun: error: gpu-3: task 6: Out Of Memory\n", 0),
+    ],
+)
+def test_slurms_step_daemon_speaks_for_the_task_srun_names(
+    library: Library, log: str, rank: int | None
+) -> None:
+    assert where(run(library, log))[0] == rank

@@ -172,3 +172,92 @@ def test_more_log_heads_are_peeled(line: str, message: str, level: str) -> None:
 def test_a_host_role_prefix_names_the_host_and_only_a_local_rank() -> None:
     facts = unwrap("[gpu-node-07:3]: ValueError: x")
     assert facts.host == "gpu-node-07" and facts.rank is None
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "rank"),
+    [
+        # srun --label right-aligns the task id to the widest one of the step
+        ("  7: [rank7]: KeyError: 'x'", "KeyError: 'x'", 7),
+        (" 42: ValueError: bad shape", "ValueError: bad shape", 42),
+        ("103: OSError: disk full", "OSError: disk full", 103),
+    ],
+)
+def test_a_padded_srun_label_is_the_rank(line: str, message: str, rank: int) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.rank, facts.tagged) == (message, rank, True)
+
+
+def test_an_indented_line_deeper_than_a_label_is_no_rank() -> None:
+    assert unwrap("        3: not a label").rank is None
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "rank", "host"),
+    [
+        (
+            "(TrainerActor[rank=3] pid=77, ip=10.0.0.5) Fatal Python error: Bus error",
+            "Fatal Python error: Bus error",
+            3,
+            "10.0.0.5",
+        ),
+        ("(RolloutWorker[replica_2] pid=12) RuntimeError: x", "RuntimeError: x", None, None),
+        ("(Learner pid=9, ip=node-a) ok", "ok", None, "node-a"),
+    ],
+)
+def test_a_ray_actor_tag_is_peeled_and_an_actor_named_by_rank_gives_it(
+    line: str, message: str, rank: int | None, host: str | None
+) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.rank, facts.host) == (message, rank, host)
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "level"),
+    [
+        ("[1600000000.123456] [gpu7:4410:0]   rc_iface.c:91   UCX  ERROR send failed", "send failed", "E"),
+        ("[1600000000.5] [n-2:12:3]  ib_md.c:1 UCX  WARN  memory pool low", "memory pool low", "W"),
+        ("[1600000000.5] [n-2:12:3]  wireup.c:12 UCX  DEBUG ep ready", "ep ready", "D"),
+        ("[1600000000.5] [n-2:12:3]  wireup.c:12 UCX  TRACE ep ready", "ep ready", None),
+    ],
+)
+def test_ucx_log_head_gives_the_level(line: str, message: str, level: str | None) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.level) == (message, level)
+    assert facts.host is not None and facts.pid is not None
+
+
+def test_ucx_signal_handler_head_gives_host_and_pid() -> None:
+    facts = unwrap("[node-b:9031 :1:9040] Caught signal 7 (Bus error: nonexistent physical address)")
+    assert (facts.host, facts.pid) == ("node-b", 9031)
+    assert facts.message.startswith("Caught signal 7")
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "level"),
+    [
+        (
+            "Training:  40%|████      | 40/100 [01:02<01:33,  1.55s/it]"
+            "2024-03-01 10:00:00,123 ERROR worker died",
+            "ERROR worker died",
+            None,
+        ),
+        (
+            "12%|█▏        | 120/1000 [00:10<01:20, 11.0it/s, loss=0.3]"
+            "E0301 10:00:00.123456 77 alloc.cc:9] out of pool",
+            "out of pool",
+            "E",
+        ),
+        ("valid:  3%|▎ | 3/91 [00:01<00:40]  ERROR: shard 7 unreadable", "ERROR: shard 7 unreadable", None),
+    ],
+)
+def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
+    line: str, message: str, level: str | None
+) -> None:
+    facts = unwrap(line)
+    assert (facts.message, facts.level) == (message, level)
+
+
+def test_a_progress_bar_alone_keeps_its_text() -> None:
+    bar = "Epoch 3:  50%|█████     | 5/10 [00:05<00:05,  1.00it/s, loss=2.1]"
+    assert unwrap(bar).message == bar
