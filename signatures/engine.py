@@ -56,11 +56,14 @@ def scan_sources(
     library = library or default_library()
     limits = limits or DEFAULT_LIMITS
     items = [as_source(s) for s in sources]
-    from signatures import parallel
+    per_source: list[list[TextScan]] | None = None
+    if processes > 1:
+        # Imported only here: one process, the common case, never loads the pool's module.
+        from signatures import parallel
 
-    if parallel.worth_a_pool(items, processes):
-        per_source = parallel.scan_files(items, library, limits, processes, skips)
-    else:
+        if parallel.worth_a_pool(items, processes):
+            per_source = parallel.scan_files(items, library, limits, processes, skips)
+    if per_source is None:
         budget = Budget(limits)
         per_source = [
             read_each(open_texts(src, limits, budget), lambda n, c: read_any(library, n, 0, c), skips)
