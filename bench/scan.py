@@ -17,7 +17,7 @@ alternate the tools run by run; peak RSS is the child's (for 2 processes, the la
 reads with --no-mmap so its RSS is its own memory, not the mapped file. Ratios are denpex / rg:
 in CPU for one process; in wall time for two (what two processes buy is elapsed time; on a
 shared machine it is noisy). Inputs below 128 MB are read in one process even when two are
-allowed (parallel.RANGE_MIN).
+allowed (pooling.RANGE_MIN).
 
     python bench/scan.py [--quick] [--runs 3] [--out bench/out]
     python bench/scan.py --startup-only --runs 9     # only the start-up rows

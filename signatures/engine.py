@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from signatures import pooling
 from signatures.advice import advise
 from signatures.attribution import Attribution, Roster, attribute, rank_for_grouping, roster
 from signatures.diagnosis import Diagnosis, Evidence, SignatureRef, Status
@@ -56,14 +57,12 @@ def scan_sources(
     library = library or default_library()
     limits = limits or DEFAULT_LIMITS
     items = [as_source(s) for s in sources]
-    per_source: list[list[TextScan]] | None = None
-    if processes > 1:
-        # Imported only here: one process, the common case, never loads the pool's module.
+    if pooling.worth_a_pool(items, processes):
+        # Imported only here: a small input, the common case, never loads the pool's module.
         from signatures import parallel
 
-        if parallel.worth_a_pool(items, processes):
-            per_source = parallel.scan_files(items, library, limits, processes, skips)
-    if per_source is None:
+        per_source = parallel.scan_files(items, library, limits, processes, skips)
+    else:
         budget = Budget(limits)
         per_source = [
             read_each(open_texts(src, limits, budget), lambda n, c: read_any(library, n, 0, c), skips)

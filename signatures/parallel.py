@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from signatures import pooling
 from signatures.errors import InputError
 from signatures.flight_recorder import read_any
 from signatures.hits import BEFORE_LINES, TextScan, read_text
@@ -29,9 +30,6 @@ from signatures.sources import (
     text_chunks,
 )
 
-RANGE_MIN = 64 << 20  # a range smaller than this costs more to hand off than it saves
-POOL_MIN = 32 << 20  # below this much input a pool's start-up is not worth it
-
 _worker_library: Library | None = None
 
 
@@ -40,14 +38,6 @@ class Task:
     source_index: int
     part: int
     parts: int
-
-
-def worth_a_pool(sources: list[Source], processes: int) -> bool:
-    """Whether reading these sources in ``processes`` processes can beat one process."""
-    if processes < 2 or not sources or any(s.path is None for s in sources):
-        return False
-    sizes = [_size(s) for s in sources]
-    return sum(sizes) >= POOL_MIN and (len(sources) > 1 or sizes[0] >= 2 * RANGE_MIN)
 
 
 def scan_files(
@@ -100,10 +90,10 @@ def _plan(sources: list[Source], processes: int) -> list[Task]:
     tasks = []
     split = len(sources) < processes
     for index, source in enumerate(sources):
-        size = _size(source)
-        parts = min(processes, size // RANGE_MIN) if split and _plain(source) else 1
+        size = pooling.size_on_disk(source)
+        parts = min(processes, size // pooling.RANGE_MIN) if split and _plain(source) else 1
         tasks += [Task(index, part, max(parts, 1)) for part in range(max(parts, 1))]
-    return sorted(tasks, key=lambda t: -_size(sources[t.source_index]) // t.parts)
+    return sorted(tasks, key=lambda t: -pooling.size_on_disk(sources[t.source_index]) // t.parts)
 
 
 def _init(root: str | None, backend: str | None) -> None:
@@ -195,10 +185,3 @@ def _plain(source: Source) -> bool:
     except OSError:
         return False
     return not (head.startswith(GZIP_MAGIC) or head.startswith(ZIP_MAGIC))
-
-
-def _size(source: Source) -> int:
-    try:
-        return source.path.stat().st_size if source.path else 0
-    except OSError:
-        return 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from signatures import diagnose, parallel
+from signatures import diagnose, parallel, pooling
 from signatures.library import Library
 from tests.sigfactory import build_library, signature_doc
 
@@ -29,8 +29,8 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 @pytest.fixture
 def small_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
     # Make tiny test files worth splitting, so ranges and their seams are exercised.
-    monkeypatch.setattr(parallel, "RANGE_MIN", 4096)
-    monkeypatch.setattr(parallel, "POOL_MIN", 1)
+    monkeypatch.setattr(pooling, "RANGE_MIN", 4096)
+    monkeypatch.setattr(pooling, "POOL_MIN", 1)
 
 
 def _log(path: Path, failure_at: int, lines: int = 6000) -> Path:
@@ -73,5 +73,5 @@ def test_several_files_in_a_pool_keep_their_order(library: Library, tmp_path: Pa
 def test_small_or_compressed_inputs_stay_in_process(tmp_path: Path) -> None:
     path = tmp_path / "a.log"
     path.write_text("x\n")
-    assert not parallel.worth_a_pool([parallel.Source.from_path(path)], 2)
-    assert not parallel.worth_a_pool([parallel.Source.from_bytes("b", b"x\n")], 2)
+    assert not pooling.worth_a_pool([parallel.Source.from_path(path)], 2)
+    assert not pooling.worth_a_pool([parallel.Source.from_bytes("b", b"x\n")], 2)
