@@ -4,7 +4,7 @@ When every rank only reports a watchdog timeout, the logs cannot say which rank 
 the collective; the per-rank dumps (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT) can.
 Modules: ``unpickle`` (the only pickle reader, refusing every import), ``parse`` (dump -> typed
 records), ``analysis`` (the first collective where ranks disagree), ``evidence`` (that finding as
-a line the signature library names), ``intake`` (recognising dumps among the inputs).
+a line the signature library names), ``intake`` (recognising dumps among the inputs, by ``sniff``).
 """
 
 from __future__ import annotations

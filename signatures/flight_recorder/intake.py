@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from signatures.flight_recorder.errors import DumpTooLarge
-from signatures.flight_recorder.parse import Dump, looks_like_dump, parse_dump
-from signatures.flight_recorder.unpickle import MAX_DUMP_BYTES
+from signatures.flight_recorder.sniff import MAX_DUMP_BYTES, looks_like_dump
 from signatures.hits import TextScan, read_text
 from signatures.library import Library
+
+if TYPE_CHECKING:
+    from signatures.flight_recorder.parse import Dump
 
 SNIFF_BYTES = 4096  # JSON dumps are recognised by their keys near the start
 
@@ -79,6 +82,9 @@ def read_any(library: Library, name: str, file_index: int, chunks: Iterator[byte
     """``read_text`` for a log; for a dump, parse it (raise DumpError) into a DumpScan."""
     if not isinstance(chunks, DumpChunks):
         return read_text(library, name, file_index, chunks)
+    # Here, not at the top: logs alone, the common case, never load the parser.
+    from signatures.flight_recorder.parse import parse_dump
+
     data = chunks.read()
     dump = parse_dump(data, name)
     facts = {"flight_recorder": f"format {dump.version}"}

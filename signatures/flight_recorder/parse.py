@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from signatures.flight_recorder.errors import DumpTooLarge, MalformedDump
-from signatures.flight_recorder.unpickle import MAX_DUMP_BYTES, check_plain, is_pickle, load_pickle
+from signatures.flight_recorder.sniff import MAX_DUMP_BYTES, is_pickle
+from signatures.flight_recorder.sniff import looks_like_dump as looks_like_dump  # its old home
+from signatures.flight_recorder.unpickle import check_plain, load_pickle
 from signatures.lines import rank_from_name
 
 STATES = ("scheduled", "started", "completed")
 MAX_FRAMES = 24  # frames kept per entry: the collective's caller is within the first few
 _RANKS_TEXT = re.compile(r"^\s*\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]\s*$")
-_JSON_KEYS = (b'"comm_lib_version"', b'"pg_config"', b'"nccl_version"', b'"profiling_name"')
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,6 @@ class Dump:
     last_enqueued: dict[int, int]  # pg id -> collective seq id, from pg_status
     last_completed: dict[int, int]
     entries: tuple[Entry, ...]
-
-
-def looks_like_dump(head: bytes) -> bool:
-    """Whether a file starting with ``head`` is a flight-recorder dump (pickle, or JSON by shape)."""
-    if is_pickle(head):
-        return True
-    text = head.lstrip()
-    return text.startswith(b"{") and any(key in text for key in _JSON_KEYS)
 
 
 def parse_dump(data: bytes, name: str) -> Dump:

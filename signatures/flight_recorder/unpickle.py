@@ -15,11 +15,10 @@ import struct
 from typing import Any, NoReturn
 
 from signatures.flight_recorder.errors import DumpTooLarge, MalformedDump, UnsafeDump
+from signatures.flight_recorder.sniff import MAX_DUMP_BYTES, is_pickle
 
-MAX_DUMP_BYTES = 64 << 20  # a 20,000-entry buffer with stacks is a few MB; far past that is not a dump
 MAX_DEPTH = 12  # a dump nests 6 deep (dump > entries > entry > frames > frame > value)
 MAX_ELEMENTS = 20_000_000  # values as if every shared reference were a copy: 20,000 entries with stacks fit
-PICKLE_PROTOCOLS = (2, 3, 4, 5)
 
 _SCALARS = (str, int, float, bool, type(None))
 _CONTAINERS = (dict, list, tuple)
@@ -43,11 +42,6 @@ class _RefusingUnpickler(pickle.Unpickler):
             f"{self._name}: the pickle refers to an external object (persistent id); "
             "flight-recorder dumps never do, so it was refused"
         )
-
-
-def is_pickle(head: bytes) -> bool:
-    """Whether ``head`` starts like a pickle of protocol 2 or later (PROTO opcode)."""
-    return len(head) >= 2 and head[0] == 0x80 and head[1] in PICKLE_PROTOCOLS
 
 
 def load_pickle(data: bytes, name: str) -> Any:
