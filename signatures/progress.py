@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from signatures.lines import unwrap
 
@@ -175,17 +176,24 @@ class Progress:
 
 _NUMBER = r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
 _UNIT = r"it/s|s/it|samples/s|tokens/s|tok/s|sec/step|s/step|ms/step|ms/it"
-_RATE = re.compile(
-    rf"(?P<v>{_NUMBER}) ?(?P<u>{_UNIT})\b"  # 1.2it/s, 0.138 sec/step
-    rf"|\b(?P<u2>{_UNIT})[ \t:=]+(?P<v2>{_NUMBER})"  # tokens/s 1.2e+06
-    rf"|elapsed time per iteration \(ms\): (?P<ms>{_NUMBER})"  # Megatron
-)
+
+
+@cache
+def _rate() -> re.Pattern[str]:
+    # Compiled on first use, not at import: only a run that went on after its error needs speeds.
+    return re.compile(
+        rf"(?P<v>{_NUMBER}) ?(?P<u>{_UNIT})\b"  # 1.2it/s, 0.138 sec/step
+        rf"|\b(?P<u2>{_UNIT})[ \t:=]+(?P<v2>{_NUMBER})"  # tokens/s 1.2e+06
+        rf"|elapsed time per iteration \(ms\): (?P<ms>{_NUMBER})"  # Megatron
+    )
+
+
 _SLOW_UNITS = ("s/it", "sec/step", "s/step", "ms/step", "ms/it")
 
 
 def speed(text: str) -> float | None:
     """Work per second a progress line reports (iterations, samples or tokens), or None."""
-    m = _RATE.search(text)
+    m = _rate().search(text)
     if m is None:
         return None
     if m.group("ms"):

@@ -155,13 +155,19 @@ _TOKEN_AFTER = "(?i:" + "".join(f"(?<!{name}[_-]token)" for name in _SPECIAL_TOK
 _SIG_AFTER = r"(?i:nature)?(?i:(?<=[?&;]sig)|(?<=[?&;]signature)|(?<=-amz-signature)|(?<=-goog-signature))"
 _SCHEMES = r"Bearer|Basic|Token|Digest|Negotiate|NTLM|Bot|OAuth|SSWS|Splunk|ApiKey|Key|AWS4-HMAC-SHA256"
 
-_PRIVATE_KEY_BLOCK = re.compile(
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:(?:(?!-----BEGIN)[\s\S]){0,16384}?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-    # No END line: the rest of the BEGIN line, and the lines after it that look like key material.
-    r"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\r\n]*)?"
-    r"[ \t]*(?=\r?\n|$)){0,200})"
-)
+
+@functools.cache
+def _private_key_block() -> re.Pattern[str]:
+    # Compiled on first use, not at import: only a text that says "PRIVATE KEY" needs it.
+    return re.compile(
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:(?:(?!-----BEGIN)[\s\S]){0,16384}?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+        # No END line: the rest of the BEGIN line, and the lines after it that look like key material.
+        r"|[^\r\n]*(?:\r?\n[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\r\n]*)?"
+        r"[ \t]*(?=\r?\n|$)){0,200})"
+    )
+
+
 # One line of base64 key material on its own: a PEM body line seen without its BEGIN line.
 _KEY_BODY_LINE = re.compile(
     r"([ \t]*)(?=[^\n]*[A-Z])(?=[^\n]*[a-z])(?=[^\n]*[0-9])[A-Za-z0-9+/]{40,100}={0,2}[ \t]*(\r?\n?)"
@@ -379,7 +385,7 @@ def redact(text: str) -> str:
     if not text:
         return text
     if "PRIVATE KEY" in text:
-        text = _PRIVATE_KEY_BLOCK.sub(PRIVATE_KEY_MASK, text)
+        text = _private_key_block().sub(PRIVATE_KEY_MASK, text)
     if len(text) > _CHUNK_CHARS:
         return "".join([_redact_chunk(chunk) for chunk in _chunks(text)])
     out = _redact_chunk(text)

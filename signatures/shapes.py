@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 from signatures.lines import LineFacts
 
@@ -303,11 +304,18 @@ SHAPES: tuple[Shape, ...] = (
 # NCCL prints a failed call's return code as it unwinds: "NCCL INFO transport/net.cc:1008 -> 6".
 NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
 _NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.-]*:\d+):\d+ \[\d+\] ")
-_NCCL_FAILURE_WORDS = re.compile(
-    r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch\w*"
-    r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized)|no \w+ (?:found|available))\b",
-    re.IGNORECASE,
-)
+
+
+@cache
+def _nccl_failure_words() -> re.Pattern[str]:
+    # Compiled on first use, not at import: only an NCCL WARN line with no return code needs it.
+    return re.compile(
+        r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch\w*"
+        r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized)|no \w+ (?:found|available))\b",
+        re.IGNORECASE,
+    )
+
+
 # Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
 PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
 # A line that says in itself that the error was worked around.
@@ -327,7 +335,7 @@ def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
                 return True
             if "NCCL INFO" in line:
                 return False
-    return _NCCL_FAILURE_WORDS.search(message.split("NCCL WARN ", 1)[-1]) is not None
+    return _nccl_failure_words().search(message.split("NCCL WARN ", 1)[-1]) is not None
 
 
 def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:

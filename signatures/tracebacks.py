@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from signatures.lines import unwrap
 
@@ -145,15 +146,18 @@ class _Lazy:
         return self.cache[i]
 
 
-RECOVERY = re.compile(
-    r"\b(?:[Rr]etry(?:ing)?|[Rr]etried|[Ww]ill retry|[Rr]econnect(?:ing|ed)|[Rr]ecovered"
-    r"|[Ff]all(?:ing)? back|[Ff]allback to eager|assuming every)\b"
-)
+@cache
+def _recovery() -> re.Pattern[str]:
+    # Compiled on first use, not at import: most diagnoses never ask whether an error was handled.
+    return re.compile(
+        r"\b(?:[Rr]etry(?:ing)?|[Rr]etried|[Ww]ill retry|[Rr]econnect(?:ing|ed)|[Rr]ecovered"
+        r"|[Ff]all(?:ing)? back|[Ff]allback to eager|assuming every)\b"
+    )
 
 
 def recovered(after: Sequence[str], lines: int = 3) -> bool:
     """The next lines say the program retried, fell back or recovered: the error was handled."""
-    return any(RECOVERY.search(line) for line in after[:lines])
+    return any(_recovery().search(line) for line in after[:lines])
 
 
 def is_advice(message: str) -> bool:
