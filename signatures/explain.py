@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from signatures.diagnosis import DownstreamGroup, Evidence, SignatureRef
-from signatures.hits import Hit, TextScan
-from signatures.ranking import (
+from signatures.candidate import (
     TIER_BENIGN,
     TIER_DEATH,
     TIER_DEGRADED,
@@ -17,6 +15,8 @@ from signatures.ranking import (
     TIER_WRAPPER,
     Candidate,
 )
+from signatures.diagnosis import DownstreamGroup, Evidence, SignatureRef
+from signatures.hits import Hit, TextScan
 from signatures.redact import redact
 from signatures.spec import Signature
 
