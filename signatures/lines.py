@@ -50,6 +50,9 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
+        # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
+        # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
+        r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
         r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
@@ -162,6 +165,8 @@ def unwrap(line: str) -> LineFacts:
     if host is None and (m := _HOST_IN_MESSAGE.search(text)):
         host = m.group("host") or m.group("srun")
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
+    if time is None and "ctime" in found:
+        time = _ctime(found["ctime"])
     level = found["level"][0] if "level" in found else None
     if level is None and (m := _LEVEL_ONLY.match(text)):
         level = (m.group("word") or m.group("letter"))[0]
@@ -180,6 +185,13 @@ def _message_rank(text: str) -> int | None:
 
 def _iso(ts: str) -> str:
     return ts.replace(",", ".").replace(" ", "T", 1)
+
+
+def _ctime(ts: str) -> str | None:
+    try:
+        return datetime.strptime(" ".join(ts.split()), "%a %b %d %H:%M:%S %Y").isoformat()
+    except ValueError:
+        return None
 
 
 def _glog_time(ts: str) -> str:

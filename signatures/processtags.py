@@ -34,6 +34,7 @@ from signatures.lines import unwrap
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}"  # ctime(), glued to a tag
     r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
     r"|(?:stdout|stderr) [FP])(?=\s|\[|\(|$)"
 )

@@ -24,12 +24,14 @@ import re
 _MENTION = re.compile(
     r"(?:(?<![\w/-])|(?<=/)(?=task:))(?P<local>local[ _-]?)?(?P<glob>(?:global|world)[ _-]?)?"
     r"(?P<word>rank|process_index|process_id|task|worker)"
-    r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<n>\d{1,6})(?![\w.-]|/device)",
+    r"(?:[ _#]?(?:id|index)?[ =:#]{0,2})(?P<br>\[)?(?P<n>\d{1,6})(?(br)\])(?![\w.-]|/device)",
     re.IGNORECASE,
 )
-# A bracketed index as the subject of a sentence: "[3] is setting up NCCL communicator".
+# A bracketed index as the subject of a sentence ("[3] is setting up NCCL communicator"), or as
+# the speaker's own label opening the message or an exception's text ("[3]: params[4] in this
+# process ...", "XError: [3]: ..."): a label has words after it, a list entry ("[1]:") has none.
 _BRACKET_SUBJECT = re.compile(
-    r"(?:^|[:.;] )\[(?P<n>\d{1,6})\] (?=(?:is|has|was|did|failed|got|could|cannot)\b)"
+    r"(?:^|[:.;] )\[(?P<n>\d{1,6})\](?: (?=(?:is|has|was|did|failed|got|could|cannot)\b)|: (?=[A-Za-z]{2}))"
 )
 # What comes just before a mention of a peer: a preposition, or a verb of waiting or expecting.
 _PEER_BEFORE = re.compile(
@@ -67,8 +69,26 @@ def speaker_rank(message: str) -> int | None:
     return None
 
 
+# A rank that names the process a noun phrase is about ("the trainer process with rank=[3] was
+# aborted", "worker with rank 2 exited"): "with" identifies, it is no preposition to a peer; whether
+# the phrase is a peer is read before it ("waiting for the process with rank 3").
+_NAMED_BY = re.compile(
+    r"(?:\b(?:the|a|an|one)\s+)?(?:[\w-]+\s+)?(?:process|worker|trainer|task|actor|replica)\s+with\s*[\[(]?\s*$",
+    re.IGNORECASE,
+)
+
+# A verb whose object the noun phrase is: the speaker acts on that process.
+_ACTED_ON = re.compile(
+    r"(?:\b\w+ing|\b(?:kill|terminat|stop|signal|send|sent|restart)\w*)\s*$", re.IGNORECASE
+)
+
+
 def is_peer(message: str, start: int, end: int) -> bool:
     """Whether the rank mentioned at ``message[start:end]`` is a peer the speaker talks about."""
-    return bool(
-        _PEER_BEFORE.search(message[max(0, start - 40) : start]) or _ABSENT_AFTER.search(message[end:])
-    )
+    before = message[max(0, start - 40) : start]
+    if (named := _NAMED_BY.search(before)) is not None:
+        start -= len(before) - named.start()
+        before = message[max(0, start - 40) : start]
+        if _ACTED_ON.search(before):
+            return True  # the object of what the speaker does ("Killing the process with rank 2")
+    return bool(_PEER_BEFORE.search(before) or _ABSENT_AFTER.search(message[end:]))

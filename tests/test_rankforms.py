@@ -1,0 +1,88 @@
+"""Rank forms learned from batch 8, each a mechanism rather than a launcher's wording: a tag behind
+a glued timestamp, a launcher's verdict naming one failed process, a speaker's bracketed label
+(signatures/lines.py, rankwords.py, processtags.py, attribution.py). The lines are made up, in
+other shapes than the corpus's, with the negatives beside the positives."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Diagnosis, Source, diagnose
+from signatures.library import Library
+from signatures.lines import time_key, unwrap
+from signatures.processtags import learn
+from tests.sigfactory import build_library, signature_doc
+
+BOOM = "RuntimeError: kernel-fault happened"
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+
+
+def run(library: Library, text: str) -> Diagnosis:
+    return diagnose([Source.from_text("job.out", text)], library=library)
+
+
+def rank_of(library: Library, text: str) -> int | None:
+    d = run(library, text)
+    assert d.initiating is not None
+    return d.initiating.rank
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        (f"Thu Mar  7 09:01:02 2024[1,5]<stdout>:{BOOM}", 5),  # glued, one-digit day padded
+        (f"Fri Nov 15 23:59:59 2019 [1,12]<stderr>: {BOOM}", 12),  # spaced
+        (f"Thu Mar  7 09:01:02 2024 [rank6]: {BOOM}", 6),
+        (f"Thu Mar  7 09:01:02 2024 {BOOM}", None),  # a time is no tag
+        (f"{BOOM} at Thu Mar  7 09:01:02 2024[1,5]", None),  # inside the message: not a head
+    ],
+)
+def test_a_tag_behind_a_ctime_timestamp_is_read(library: Library, line: str, rank: int | None) -> None:
+    assert unwrap(line).rank == rank
+    assert rank_of(library, line + "\n") == rank
+
+
+def test_a_ctime_timestamp_orders_lines_and_hides_no_tag_from_learning() -> None:
+    early, late = unwrap("Thu Mar  7 09:01:02 2024 x"), unwrap("Thu Mar  7 09:01:09 2024 x")
+    assert time_key(early.time) < time_key(late.time)  # type: ignore[operator]
+    model = learn(f"Sat Jun  1 10:00:0{v} 2024[{v}]<stderr>: step" for v in range(4))
+    assert model.read("Sat Jun  1 10:00:09 2024[3]<stderr>: boom").rank == 3
+
+
+@pytest.mark.parametrize(
+    ("message", "rank"),
+    [
+        ("FATAL: of 8 workers, the worker process with rank=[6] was aborted.", 6),
+        ("launcher: the trainer with rank 6 exited with code 1", 6),
+        ("error: job stopped: task with rank: [6] died", 6),
+        ("the process with rank 6 failed", 6),
+        ("launcher: waiting for the worker process with rank 6", None),  # a peer it waits for
+        ("launcher: killing the trainer process with rank 6", None),  # what the launcher does to it
+        ("launcher: sent SIGTERM to the process with rank 6", None),
+        ("launcher: lost the connection with rank 6", None),  # a preposition, no process named
+        ("launcher: processes with ranks=[2, 6] were aborted", None),  # a list names no one
+        ("launcher: the worker with rank=[2, 6] was aborted", None),
+    ],
+)
+def test_a_launchers_verdict_naming_one_failed_process_gives_its_rank(message: str, rank: int | None) -> None:
+    assert unwrap(message).rank == rank
+
+
+@pytest.mark.parametrize(
+    ("message", "rank"),
+    [
+        ("ValueError: [5]: buffer 3 of this replica differs from replica 0", 5),
+        ("[5]: Stopping the comms loop", 5),
+        ("step failed. [5]: retry budget exhausted", 5),
+        ("  [1]:", None),  # a list entry (a failure table's)
+        ("[5]: 0.25 0.50 0.75", None),  # a row of numbers
+        ("tensor[5]: nan found", None),  # an index of something named
+        ("[ 5] /usr/lib/libc.so.6(+0x1234)", None),  # a frame of a C stack
+    ],
+)
+def test_a_bracketed_label_opening_a_message_names_its_speaker(message: str, rank: int | None) -> None:
+    assert unwrap(message).rank == rank
