@@ -4,6 +4,9 @@
   signal ***`, then `[host:pid] Signal: Segmentation fault (11)`, `Signal code: ...`, `Failing at
   address: ...`, the backtrace, `*** End of error message ***`) is stated by its field that names
   the signal: the banner only announces the report, and the other fields and frames detail it.
+- An exception that carries another, named in parentheses (Ray's `RayTaskError(RuntimeError): ...`
+  on the caller), is stated by the carried exception's own line when the log prints it below
+  (with the traceback it was raised in); alone, the carrier states it.
 - A traceback logged one record per line (vLLM's workers log each line at ERROR level) is stated
   by its exception line: a record whose message is a frame, or the source line or carets under
   a frame, is part of that traceback and states nothing by itself.
@@ -18,7 +21,7 @@ import re
 from signatures.candidate import TIER_BENIGN, Candidate
 from signatures.library import Kind
 from signatures.lines import unwrap
-from signatures.tracebacks import FRAME
+from signatures.tracebacks import FRAME, exception_name
 
 REPORT_REACH = 4  # lines below a banner where the report's first fields are
 _BANNER = re.compile(r"^(?P<prefix>.*?)\*{3} [^*\n]{3,60} \*{3}\s*$")
@@ -42,6 +45,30 @@ def yield_report_banners(cands: list[Candidate]) -> None:
                 c.yields = True  # it says no more than its field, and so is no stronger
                 c.tier = max(c.tier, field.tier)
                 break
+
+
+CARRIED_REACH = 80  # lines below a carrier where the carried exception's own traceback ends
+_CARRIER = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\((?:[A-Za-z_]\w*\.)*(?P<inner>[A-Za-z_]\w*)\):")
+
+
+def yield_carriers(cands: list[Candidate]) -> None:
+    """A carrier (`RayTaskError(RuntimeError): ...`) yields to the carried exception's own line
+    below it (`RuntimeError: ...`), which says what failed in the words it was raised with."""
+    for c in cands:
+        m = _CARRIER.match(c.hit.facts.message)
+        if m is None:
+            continue
+        carried = [
+            x
+            for x in cands
+            if x.hit.file_index == c.hit.file_index
+            and 0 < x.hit.line - c.hit.line <= CARRIED_REACH
+            and x.tier < TIER_BENIGN
+            and exception_name(x.hit.facts.message) == m.group("inner")
+        ]
+        if carried:
+            c.yields = True
+            c.tier = max(c.tier, min(x.tier for x in carried))
 
 
 _CODE_UNDER_FRAME = re.compile(r"^\s{2,}\S")  # the source line Python prints under a frame, and its carets

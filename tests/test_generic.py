@@ -340,3 +340,17 @@ def test_a_launcher_that_received_a_signal_and_exits_reports_a_death_at_any_leve
     assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
     informed = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:sigkill_handler] received SIGINT\n"
     assert run(library, cleanup + informed).status is not Status.UNRECOGNIZED  # no exit stated
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "rpc.RemoteCallError(KeyError): Trainer.step() on worker 3",
+        "TaskFailedError(torch.cuda.OutOfMemoryError): actor Policy[rank=1] ran out",
+    ],
+)
+def test_a_wrapper_naming_the_exception_it_carries_is_an_exception_line(library: Library, line: str) -> None:
+    # the carried class in parentheses (Ray's `RayTaskError(OutOfMemoryError): ...`), frames below it
+    log = f'{line}\n  File "/srv/app/worker.py", line 12, in step\n    out = self.model(batch)\n'
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1

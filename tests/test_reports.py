@@ -97,3 +97,16 @@ def test_a_paste_that_starts_inside_a_logged_traceback_skips_its_code_line(libra
 def test_an_indented_error_record_outside_a_traceback_still_states_a_failure(library: Library) -> None:
     log = "ERROR:trainer.worker:    disk quota exceeded on /scratch\nstep 1 loss 2.0\n"
     assert first(library, log).line == 1
+
+
+def test_a_carrier_gives_way_to_the_carried_exceptions_own_line(library: Library) -> None:
+    log = (
+        'Traceback (most recent call last):\n  File "/srv/driver.py", line 4, in main\n'
+        "    results = gather(futures)\n"
+        "rpc.RemoteCallError(PermissionError): Saver.write() on worker 2\n"
+        '  File "/srv/saver.py", line 30, in write\n'
+        "    open(path, 'wb')\n"
+        "PermissionError: [Errno 13] Permission denied: '/ckpt/step_900'\n"
+    )
+    place = first(library, log)
+    assert place.line == 7 and "Permission denied" in place.text
