@@ -7,6 +7,10 @@
 - An exception that carries another, named in parentheses (Ray's `RayTaskError(RuntimeError): ...`
   on the caller), is stated by the carried exception's own line when the log prints it below
   (with the traceback it was raised in); alone, the carrier states it.
+- An exception followed by its framework's coded error records (Ascend CANN's `EJ0001: <time>
+  Failed to initialize ...`, `EE9999: Inner Error!` then `EE9999: [PID: N] <time> get error: ...`)
+  is stated by the first coded record that says something (not the bare "Inner Error!" head): the
+  same convention as a cause on a detail line under a wrapper.
 - A traceback logged one record per line (vLLM's workers log each line at ERROR level) is stated
   by its exception line: a record whose message is a frame, or the source line or carets under
   a frame, is part of that traceback and states nothing by itself.
@@ -44,6 +48,23 @@ def yield_report_banners(cands: list[Candidate]) -> None:
             if field is not None and _FIELD.match(text[len(prefix) :]):
                 c.yields = True  # it says no more than its field, and so is no stronger
                 c.tier = max(c.tier, field.tier)
+                break
+
+
+CODE_REACH = 4  # lines below an exception where its coded error records start
+_CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")  # "EJ0001: 2024-05-21-11:57:54 Failed ..."
+
+
+def move_to_coded_detail(cands: list[Candidate]) -> None:
+    """An exception line whose coded error records follow it is stated by the first of them
+    that says more than a heading ("EE9999: Inner Error!")."""
+    for c in cands:
+        if c.line != c.hit.line or exception_name(c.hit.facts.message) is None:
+            continue
+        for k, text in enumerate(c.hit.after[:CODE_REACH], 1):
+            m = _CODED.match(unwrap(text).message)
+            if m is not None and len(m.group("body").split()) > 3:
+                c.line, c.text = c.hit.line + k, text
                 break
 
 

@@ -354,3 +354,10 @@ def test_a_wrapper_naming_the_exception_it_carries_is_an_exception_line(library:
     log = f'{line}\n  File "/srv/app/worker.py", line 12, in step\n    out = self.model(batch)\n'
     d = run(library, log)
     assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+
+
+def test_a_launchers_verdict_that_a_process_was_aborted_is_a_death_in_prose(library: Library) -> None:
+    d = run(library, "job started\nsupervisor: 2 of 8 worker processes were aborted; see their logs\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    # an aborted request, download or transaction is no process's death
+    assert run(library, "GET /health was aborted by the client\nstep 1 loss 0.3\n").status is Status.CLEAN

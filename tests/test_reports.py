@@ -110,3 +110,20 @@ def test_a_carrier_gives_way_to_the_carried_exceptions_own_line(library: Library
     )
     place = first(library, log)
     assert place.line == 7 and "Permission denied" in place.text
+
+
+def test_an_exception_is_stated_by_its_first_coded_record_that_says_something(library: Library) -> None:
+    log = (
+        "RuntimeError: [ERROR] XCCL error in: xccl/ProcessGroupX.cpp:88\n"
+        "[ERROR] 2026-01-02-10:00:00 (PID:77, Device:3) ERR01100 call xccl api failed.\n"
+        "EK0042: Inner Error!\n"
+        "EK0042: [PID: 77] 2026-01-02-10:00:00.123 device 3 is held by another process (pid 12)\n"
+        "        TraceBack (most recent call last):\n"
+    )
+    place = first(library, log)
+    assert place.line == 4 and "held by another process" in place.text
+
+
+def test_an_exception_with_only_a_coded_heading_below_it_keeps_its_line(library: Library) -> None:
+    log = "RuntimeError: XCCL error in: xccl/ProcessGroupX.cpp:88\nEK0042: Inner Error!\n\nstep 3\n"
+    assert first(library, log).line == 1
