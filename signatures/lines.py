@@ -32,7 +32,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
-        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,4})\]:? ?",
+        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
@@ -102,6 +102,12 @@ _RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vp
 _LOCAL_IN_MESSAGE = re.compile(
     r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?|--local[_-]rank=(?P<arg>\d+)\b"
 )
+# A pid bound to the rank the message names, in one phrase: mpirun's "process rank 0 with PID
+# 19474", a launcher's "rank 3 (pid=812)" / "rank: 3, pid: 812". A pid elsewhere in the line
+# ("killing worker with PID 9") may be another process's, so it is not read.
+_PID_OF_RANK = re.compile(
+    r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
+)
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
@@ -158,6 +164,9 @@ def unwrap(line: str) -> LineFacts:
     host = found.get("host")
     if rank is None:
         rank = _message_rank(text)
+        bound = rank is not None and pid is None and ("id" in text or "ID" in text)
+        if bound and (m := _PID_OF_RANK.search(text)):
+            pid = int(m.group("pid"))
     named = "local_rank" in text or "local-rank" in text
     if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
         local = int(m.group("local") or m.group("arg"))

@@ -168,6 +168,7 @@ class TagModel:
     rank_of_process: dict[str, int] = field(default_factory=dict)
     local_values: set[int] = field(default_factory=set)  # every local index a tag showed
     coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
+    rank_of_pid: dict[tuple[str | None, int], int] = field(default_factory=dict)  # a line binds them
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -240,6 +241,10 @@ def learn(lines: Iterable[str]) -> TagModel:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
+        if "pid" in line or "PID" in line:  # "process rank 0 with PID 19474 on node n7"
+            facts = unwrap(line)
+            if facts.rank is not None and facts.pid is not None:
+                model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)
     # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
     model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
     return model

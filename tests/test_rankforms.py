@@ -86,3 +86,27 @@ def test_a_launchers_verdict_naming_one_failed_process_gives_its_rank(message: s
 )
 def test_a_bracketed_label_opening_a_message_names_its_speaker(message: str, rank: int | None) -> None:
     assert unwrap(message).rank == rank
+
+
+@pytest.mark.parametrize(
+    ("head", "verdict", "rank"),
+    [
+        ("[gpu-a:48213]", "process rank 5 with PID 48213 on node gpu-a exited on signal 6", 5),
+        ("[gpu-a:4242]", "process rank 5 with PID 4242 on node gpu-a exited on signal 6", 5),  # 4 digits
+        ("[gpu-a:4242:4250]", "launcher: rank 5 (pid=4242) on node gpu-a died", 5),
+        ("[gpu-a:4242]", "process rank 5 with PID 4242 on node gpu-b exited on signal 6", None),  # other host
+        ("[gpu-a:4242]", "process rank 5 with PID 4243 on node gpu-a exited on signal 6", None),  # other pid
+        ("[gpu-a:4242]", "rank 5 on node gpu-a: killing worker with PID 4242", None),  # a pid it acts on
+    ],
+)
+def test_a_pid_in_a_head_is_the_rank_a_launcher_binds_to_it(
+    library: Library, head: str, verdict: str, rank: int | None
+) -> None:
+    log = f"{head} {BOOM}\n{head} *** End of error message ***\n{verdict}\n"
+    assert rank_of(library, log) == rank
+
+
+def test_a_pid_in_a_head_is_never_a_local_rank(library: Library) -> None:
+    log = f"nnodes=1\n[gpu-a:4242] {BOOM}\n[gpu-a:4242] *** End of error message ***\n"
+    assert rank_of(library, log) is None  # one node, but 4242 is a pid, not local rank 4242
+    assert unwrap("[gpu-a:3] x").local_rank == 3  # torchrun's host role and local rank
