@@ -1,0 +1,99 @@
+"""Which line of a several-line report states it (signatures/reports.py), on made-up reports."""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Source, diagnose
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    # a library that knows none of these lines: the rules must hold on shape alone
+    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+
+
+def first(library: Library, text: str):
+    d = diagnose([Source.from_text("job.log", text)], library=library)
+    assert d.initiating is not None
+    return d.initiating
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["[gpu3:771] ", "rank5 | [node-b:42] ", ""],
+    ids=["host-pid", "launcher-and-host-pid", "bare"],
+)
+def test_a_signal_banner_gives_way_to_the_field_that_names_the_signal(library: Library, prefix: str) -> None:
+    log = (
+        "loading shards\n"
+        f"{prefix}*** Caught SIGSEGV in worker ***\n"
+        f"{prefix}Signal: Segmentation fault (11)\n"
+        f"{prefix}Fault address: 0x18\n"
+        f"{prefix}[ 0] /usr/lib/libc.so.6(+0x42520)[0x7f0c]\n"
+        f"{prefix}*** End of report ***\n"
+    )
+    place = first(library, log)
+    assert place.line == 3 and "Signal: Segmentation fault (11)" in place.text
+
+
+def test_a_banner_with_no_failure_field_below_it_states_the_failure_itself(library: Library) -> None:
+    log = (
+        "step 40 loss 1.2\n"
+        "*** SIGBUS received by PID 812 (TID 813); stack trace: ***\n"
+        "PC: @ 0x7f00aa (unknown) memcpy\n"
+        "    @ 0x7f00bb (unknown) load_batch\n"
+    )
+    place = first(library, log)
+    assert place.line == 2
+
+
+def test_a_field_of_another_process_is_not_the_banners(library: Library) -> None:
+    log = "[n1:10] *** Caught SIGSEGV in worker ***\n[n2:77] Signal: Segmentation fault (11)\n"
+    assert first(library, log).line == 1  # n2's line is its own report, and later
+
+
+def test_the_banner_still_beats_later_failures_of_other_processes(library: Library) -> None:
+    log = (
+        "[a:1] *** Caught SIGSEGV in worker ***\n"
+        "[a:1] Signal: Segmentation fault (11)\n"
+        "[a:1] *** End of report ***\n"
+        "launcher: process 1 exited on signal 11 (Segmentation fault)\n"
+    )
+    assert first(library, log).line == 2
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "ERROR:trainer.worker:",
+        "E0102 10:00:00.123 99 worker.py:88] ",
+        "(Actor_3 pid=51) ERROR 01-02 10:00:00 [w.py:7] ",
+    ],
+    ids=["logging", "glog", "actor-record"],
+)
+def test_a_traceback_logged_one_record_per_line_is_stated_by_its_exception(
+    library: Library, head: str
+) -> None:
+    log = (
+        f"{head}Traceback (most recent call last):\n"
+        f'{head}  File "/opt/app/step.py", line 31, in step\n'
+        f"{head}    batch = self.lookup(key)\n"
+        f"{head}            ^^^^^^^^^^^^^^^^\n"
+        f"{head}KeyError: 'shard-17'\n"
+    )
+    place = first(library, log)
+    assert place.line == 5 and "KeyError: 'shard-17'" in place.text
+
+
+def test_a_paste_that_starts_inside_a_logged_traceback_skips_its_code_line(library: Library) -> None:
+    head = "ERROR:trainer.worker:"
+    log = f"{head}    raise KeyError(\n{head}KeyError: 'shard-17'\n{head}worker 2 failed to start.\n"
+    assert first(library, log).line == 2
+
+
+def test_an_indented_error_record_outside_a_traceback_still_states_a_failure(library: Library) -> None:
+    log = "ERROR:trainer.worker:    disk quota exceeded on /scratch\nstep 1 loss 2.0\n"
+    assert first(library, log).line == 1
