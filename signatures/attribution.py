@@ -191,7 +191,7 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     if daemon:  # the step's own line: srun's label on it names no process
         return (task, "srun's report below it names that task") if task is not None else (None, None)
     if reading.rank is not None and "rank" not in hit.groups:
-        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+        return reading.rank, reading.note  # the log's own process tag ("[rank13]" over srun's "5: ")
     tags = r.tags.get(hit.file_index)
     if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None

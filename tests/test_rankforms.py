@@ -110,3 +110,46 @@ def test_a_pid_in_a_head_is_never_a_local_rank(library: Library) -> None:
     log = f"nnodes=1\n[gpu-a:4242] {BOOM}\n[gpu-a:4242] *** End of error message ***\n"
     assert rank_of(library, log) is None  # one node, but 4242 is a pid, not local rank 4242
     assert unwrap("[gpu-a:3] x").local_rank == 3  # torchrun's host role and local rank
+
+
+def engine(name: str, pid: int, message: str = "loading weights") -> str:
+    return f"(Engine_{name} pid={pid}) INFO 01-02 03:04:05 [loader.py:12] {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("names", "rank"),
+    [
+        (["TP0_EP0", "TP1_EP1", "TP2_EP2"], 2),  # tensor (and expert) parallel only: TP is the rank
+        (["TP0", "TP1", "TP2"], 2),
+        (["DP0_TP0", "DP0_TP1", "DP1_TP2"], None),  # data parallel beside it: TP is within a group
+        (["PP0_TP0", "PP1_TP1", "PP1_TP2"], None),
+    ],
+)
+def test_a_tensor_parallel_index_is_the_rank_only_when_no_other_group_shows(
+    library: Library, names: list[str], rank: int | None
+) -> None:
+    log = "".join(engine(n, 700 + i) for i, n in enumerate(names)) + engine(names[-1], 702, BOOM)
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.rank == rank
+    if rank is not None:  # an inference, and the answer says what it rests on
+        assert any("tensor-parallel" in w for w in d.why)
+
+
+def test_two_engines_tensor_parallel_indices_name_no_rank(library: Library) -> None:
+    # The same TP index in two processes (two engines, each TP0..1): neither is a global rank.
+    log = "".join(engine(f"TP{v}", 700 + v) + engine(f"TP{v}", 800 + v) for v in range(2))
+    assert rank_of(library, log + engine("TP1", 801, BOOM)) is None
+
+
+@pytest.mark.parametrize(
+    ("head", "rank"),
+    [
+        ("[2024-03-01 10:00:00 TP3] ", 3),  # a server's scheduler named by its TP index
+        ("[2024-03-01 10:00:00 DP1 TP3] ", None),
+        ("[2024-03-01 10:00:00 TPU3] ", None),  # a device, not a group
+        ("[2024-03-01 10:00:00 STEP3] ", None),
+    ],
+)
+def test_a_tensor_parallel_index_in_a_bracketed_head(library: Library, head: str, rank: int | None) -> None:
+    log = "".join(f"{head.replace('3', str(v))}step done\n" for v in range(3))
+    assert rank_of(library, log + f"{head}{BOOM}\n") == rank
