@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
+from signatures.introduced import introduced_rank
 from signatures.lines import unwrap
 from signatures.processtags import Reading, TagModel, learn
 from signatures.stops import step_daemon_task
@@ -199,6 +200,8 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
+    if (rank := introduced_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "the fields of the report it belongs to name that rank"
     if (rank := entry_rank(hit.before, hit.text, hit.after)) is not None:
         return rank, "its entry of the launcher's failure table names that rank"
     if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:

@@ -95,8 +95,9 @@ _RANK_IN_MESSAGE = re.compile(
     r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
+    r"|^Process name: (?P<pname>\d+)\s*$"  # Horovod's report of the first process to exit: its rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid", "pname")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(
@@ -187,7 +188,9 @@ def _message_rank(text: str) -> int | None:
     # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
     for m in _RANK_IN_MESSAGE.finditer(text):
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
-        if not is_peer(text, m.start(group), m.end(group)):
+        if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
+            continue  # "Local rank: 4", "local_rank=4": a per-node index
+        if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
     return speaker_rank(text)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from signatures import Diagnosis, Source, diagnose
+from signatures.introduced import introduced_rank
 from signatures.library import Library
 from signatures.lines import time_key, unwrap
 from signatures.processtags import learn
@@ -153,3 +154,33 @@ def test_two_engines_tensor_parallel_indices_name_no_rank(library: Library) -> N
 def test_a_tensor_parallel_index_in_a_bracketed_head(library: Library, head: str, rank: int | None) -> None:
     log = "".join(f"{head.replace('3', str(v))}step done\n" for v in range(3))
     assert rank_of(library, log + f"{head}{BOOM}\n") == rank
+
+
+@pytest.mark.parametrize(
+    ("fields", "rank"),
+    [
+        (["Exit status: 3", "Process name: 4"], 4),
+        (["Host: gpu-a", "Rank: 4", "Signal: 9"], 4),
+        (["Rank: 2", "Rank: 4"], None),  # a list of processes names no one
+        (["Waiting for rank: 4"], None),  # a peer
+        (["Local rank: 4"], None),  # a local rank
+        (["Exit status: 3"], None),  # no process named
+    ],
+)
+def test_the_fields_a_report_introduces_name_its_rank(
+    library: Library, fields: list[str], rank: int | None
+) -> None:
+    head = "pod-7 | 12:00:01 | "
+    log = f"{head}{BOOM}; the first process to fail was:\n" + "".join(f"{head}{f}\n" for f in fields)
+    assert rank_of(library, log) == rank
+
+
+def test_a_field_of_a_report_and_its_siblings_share_the_rank() -> None:
+    head = "<>   [12:00:01] c0ffee || "
+    opener, siblings = f"{head}Job failed; the first process to exit was:", [f"{head}Exit code: 1"]
+    assert introduced_rank(siblings[0], [opener], [f"{head}Process name: 4"]) == 4
+    assert introduced_rank(siblings[0], [f"{head}Job failed."], [f"{head}Process name: 4"]) is None
+    other = "<>   [12:00:01] beef00 || Process name: 4"  # another container's line
+    assert introduced_rank(f"{head}Job failed; the first was:", [], [other]) is None
+    blank_first = ["", "Process name: 4"]  # a blank line ends the report
+    assert introduced_rank("Job failed; the first was:", [], blank_first) is None
