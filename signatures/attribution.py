@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
+from signatures.introduced import introduced_rank
 from signatures.lines import unwrap
 from signatures.processtags import Reading, TagModel, learn
 from signatures.stops import step_daemon_task
@@ -191,7 +192,7 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     if daemon:  # the step's own line: srun's label on it names no process
         return (task, "srun's report below it names that task") if task is not None else (None, None)
     if reading.rank is not None and "rank" not in hit.groups:
-        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+        return reading.rank, reading.note  # the log's own process tag ("[rank13]" over srun's "5: ")
     tags = r.tags.get(hit.file_index)
     if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None
@@ -199,12 +200,16 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
+    if (rank := introduced_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "the fields of the report it belongs to name that rank"
     if (rank := entry_rank(hit.before, hit.text, hit.after)) is not None:
         return rank, "its entry of the launcher's failure table names that rank"
     if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
+    if (found := _head_pid_rank(hit, r)) is not None:
+        return found[0], f"its head's {found[1]} is the pid the launcher names with that rank"
     local = hit.local_rank if hit.local_rank is not None else reading.local
     if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
         where = "the job runs on one node" if r.single_node and (hit.host, local) not in r.by_local else None
@@ -227,6 +232,25 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return above, "the nearest tagged line above it, in the same block, is that rank's"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
+
+
+# A signal handler's or logger's head naming host and pid: Open MPI's "[node7:19474] Signal: ...".
+_HOST_PID = re.compile(r"\[(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+)(?::\d+)*\]")
+
+
+def _head_pid_rank(hit: Hit, r: Roster) -> tuple[int, str] | None:
+    # An integer of the line's head is a process id when a line elsewhere binds that pid to a
+    # rank on the same host ("process rank 0 with PID 19474 on node n7"); a number that only
+    # looks like a local index ("[n7:4242]" read as torchrun's host role) is checked the same way.
+    m = _HOST_PID.match(hit.facts.message)
+    candidates = [(m.group("host"), int(m.group("pid")))] if m else []
+    if hit.local_rank is not None and hit.host:
+        candidates.append((hit.host, hit.local_rank))
+    bound = r.tags[hit.file_index].rank_of_pid if hit.file_index in r.tags else {}
+    for host, pid in candidates:
+        if (rank := r.by_pid.get((host, pid), (bound.get((host, pid)),))[0]) is not None:
+            return rank, f"[{host}:{pid}]"
+    return None
 
 
 def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> int | None:

@@ -32,7 +32,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
-        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,4})\]:? ?",
+        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
@@ -95,12 +95,19 @@ _RANK_IN_MESSAGE = re.compile(
     r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
+    r"|^Process name: (?P<pname>\d+)\s*$"  # Horovod's report of the first process to exit: its rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid", "pname")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(
     r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?|--local[_-]rank=(?P<arg>\d+)\b"
+)
+# A pid bound to the rank the message names, in one phrase: mpirun's "process rank 0 with PID
+# 19474", a launcher's "rank 3 (pid=812)" / "rank: 3, pid: 812". A pid elsewhere in the line
+# ("killing worker with PID 9") may be another process's, so it is not read.
+_PID_OF_RANK = re.compile(
+    r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
 )
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
@@ -158,6 +165,9 @@ def unwrap(line: str) -> LineFacts:
     host = found.get("host")
     if rank is None:
         rank = _message_rank(text)
+        bound = rank is not None and pid is None and ("id" in text or "ID" in text)
+        if bound and (m := _PID_OF_RANK.search(text)):
+            pid = int(m.group("pid"))
     named = "local_rank" in text or "local-rank" in text
     if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
         local = int(m.group("local") or m.group("arg"))
@@ -178,7 +188,9 @@ def _message_rank(text: str) -> int | None:
     # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
     for m in _RANK_IN_MESSAGE.finditer(text):
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
-        if not is_peer(text, m.start(group), m.end(group)):
+        if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
+            continue  # "Local rank: 4", "local_rank=4": a per-node index
+        if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
     return speaker_rank(text)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from signatures import Diagnosis, Source, diagnose
+from signatures.introduced import introduced_rank
 from signatures.library import Library
 from signatures.lines import time_key, unwrap
 from signatures.processtags import learn
@@ -86,3 +87,100 @@ def test_a_launchers_verdict_naming_one_failed_process_gives_its_rank(message: s
 )
 def test_a_bracketed_label_opening_a_message_names_its_speaker(message: str, rank: int | None) -> None:
     assert unwrap(message).rank == rank
+
+
+@pytest.mark.parametrize(
+    ("head", "verdict", "rank"),
+    [
+        ("[gpu-a:48213]", "process rank 5 with PID 48213 on node gpu-a exited on signal 6", 5),
+        ("[gpu-a:4242]", "process rank 5 with PID 4242 on node gpu-a exited on signal 6", 5),  # 4 digits
+        ("[gpu-a:4242:4250]", "launcher: rank 5 (pid=4242) on node gpu-a died", 5),
+        ("[gpu-a:4242]", "process rank 5 with PID 4242 on node gpu-b exited on signal 6", None),  # other host
+        ("[gpu-a:4242]", "process rank 5 with PID 4243 on node gpu-a exited on signal 6", None),  # other pid
+        ("[gpu-a:4242]", "rank 5 on node gpu-a: killing worker with PID 4242", None),  # a pid it acts on
+    ],
+)
+def test_a_pid_in_a_head_is_the_rank_a_launcher_binds_to_it(
+    library: Library, head: str, verdict: str, rank: int | None
+) -> None:
+    log = f"{head} {BOOM}\n{head} *** End of error message ***\n{verdict}\n"
+    assert rank_of(library, log) == rank
+
+
+def test_a_pid_in_a_head_is_never_a_local_rank(library: Library) -> None:
+    log = f"nnodes=1\n[gpu-a:4242] {BOOM}\n[gpu-a:4242] *** End of error message ***\n"
+    assert rank_of(library, log) is None  # one node, but 4242 is a pid, not local rank 4242
+    assert unwrap("[gpu-a:3] x").local_rank == 3  # torchrun's host role and local rank
+
+
+def engine(name: str, pid: int, message: str = "loading weights") -> str:
+    return f"(Engine_{name} pid={pid}) INFO 01-02 03:04:05 [loader.py:12] {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("names", "rank"),
+    [
+        (["TP0_EP0", "TP1_EP1", "TP2_EP2"], 2),  # tensor (and expert) parallel only: TP is the rank
+        (["TP0", "TP1", "TP2"], 2),
+        (["DP0_TP0", "DP0_TP1", "DP1_TP2"], None),  # data parallel beside it: TP is within a group
+        (["PP0_TP0", "PP1_TP1", "PP1_TP2"], None),
+    ],
+)
+def test_a_tensor_parallel_index_is_the_rank_only_when_no_other_group_shows(
+    library: Library, names: list[str], rank: int | None
+) -> None:
+    log = "".join(engine(n, 700 + i) for i, n in enumerate(names)) + engine(names[-1], 702, BOOM)
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.rank == rank
+    if rank is not None:  # an inference, and the answer says what it rests on
+        assert any("tensor-parallel" in w for w in d.why)
+
+
+def test_two_engines_tensor_parallel_indices_name_no_rank(library: Library) -> None:
+    # The same TP index in two processes (two engines, each TP0..1): neither is a global rank.
+    log = "".join(engine(f"TP{v}", 700 + v) + engine(f"TP{v}", 800 + v) for v in range(2))
+    assert rank_of(library, log + engine("TP1", 801, BOOM)) is None
+
+
+@pytest.mark.parametrize(
+    ("head", "rank"),
+    [
+        ("[2024-03-01 10:00:00 TP3] ", 3),  # a server's scheduler named by its TP index
+        ("[2024-03-01 10:00:00 DP1 TP3] ", None),
+        ("[2024-03-01 10:00:00 TPU3] ", None),  # a device, not a group
+        ("[2024-03-01 10:00:00 STEP3] ", None),
+    ],
+)
+def test_a_tensor_parallel_index_in_a_bracketed_head(library: Library, head: str, rank: int | None) -> None:
+    log = "".join(f"{head.replace('3', str(v))}step done\n" for v in range(3))
+    assert rank_of(library, log + f"{head}{BOOM}\n") == rank
+
+
+@pytest.mark.parametrize(
+    ("fields", "rank"),
+    [
+        (["Exit status: 3", "Process name: 4"], 4),
+        (["Host: gpu-a", "Rank: 4", "Signal: 9"], 4),
+        (["Rank: 2", "Rank: 4"], None),  # a list of processes names no one
+        (["Waiting for rank: 4"], None),  # a peer
+        (["Local rank: 4"], None),  # a local rank
+        (["Exit status: 3"], None),  # no process named
+    ],
+)
+def test_the_fields_a_report_introduces_name_its_rank(
+    library: Library, fields: list[str], rank: int | None
+) -> None:
+    head = "pod-7 | 12:00:01 | "
+    log = f"{head}{BOOM}; the first process to fail was:\n" + "".join(f"{head}{f}\n" for f in fields)
+    assert rank_of(library, log) == rank
+
+
+def test_a_field_of_a_report_and_its_siblings_share_the_rank() -> None:
+    head = "<>   [12:00:01] c0ffee || "
+    opener, siblings = f"{head}Job failed; the first process to exit was:", [f"{head}Exit code: 1"]
+    assert introduced_rank(siblings[0], [opener], [f"{head}Process name: 4"]) == 4
+    assert introduced_rank(siblings[0], [f"{head}Job failed."], [f"{head}Process name: 4"]) is None
+    other = "<>   [12:00:01] beef00 || Process name: 4"  # another container's line
+    assert introduced_rank(f"{head}Job failed; the first was:", [], [other]) is None
+    blank_first = ["", "Process name: 4"]  # a blank line ends the report
+    assert introduced_rank("Job failed; the first was:", [], blank_first) is None
