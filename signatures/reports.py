@@ -15,6 +15,11 @@
   by its exception line: a record whose message is a frame, or the source line or carets under
   a frame, is part of that traceback and states nothing by itself.
 
+- A record no signature knows, printed in the same instant and from the same source file as a
+  known line (glog's `[E626 16:48:25.440243 ProcessGroupNCCL.cpp:670]`: the watchdog's hint that
+  the FlightRecorder is off, among the watchdog's own lines), is part of that report: it is no
+  stronger than the report's known line.
+
 ``ranking.py`` applies these rules before ordering; each has a test in tests/test_reports.py.
 """
 
@@ -24,7 +29,7 @@ import re
 
 from signatures.candidate import TIER_BENIGN, Candidate
 from signatures.library import Kind
-from signatures.lines import unwrap
+from signatures.lines import time_key, unwrap
 from signatures.tracebacks import FRAME, exception_name
 
 REPORT_REACH = 4  # lines below a banner where the report's first fields are
@@ -121,3 +126,35 @@ def _under_frame(c: Candidate) -> bool:
         if not _CODE_UNDER_FRAME.match(message):
             return False
     return False
+
+
+SAME_INSTANT_S = 0.01  # records of one report printed by one call, to the hundredth of a second
+_SOURCE = re.compile(r"\b(?P<file>[\w-]+\.(?:cpp|cc|cu|c|h|py)):[0-9]+\]")  # a glog-style head's file
+
+
+def join_same_instant_reports(cands: list[Candidate]) -> None:
+    """An unknown record of the same instant and source file as a known line joins its report."""
+    known = [(*_origin(c), c) for c in cands if c.signature is not None and c.tier < TIER_BENIGN]
+    for c in cands:
+        if c.signature is not None or c.tier >= TIER_BENIGN:
+            continue
+        source, t = _origin(c)
+        if source is None or t is None:
+            continue
+        peers = [
+            k.tier
+            for f, kt, k in known
+            if f == source
+            and kt is not None
+            and k.hit.file_index == c.hit.file_index
+            and abs(kt - t) <= SAME_INSTANT_S
+        ]
+        if peers and min(peers) > c.tier:
+            c.tier = min(peers)
+            c.yields = True
+
+
+def _origin(c: Candidate) -> tuple[str | None, float | None]:
+    m = _SOURCE.search(c.hit.text[:200])
+    key = time_key(c.hit.facts.time)
+    return (m.group("file") if m else None), (key[1] if key else None)

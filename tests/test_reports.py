@@ -12,7 +12,15 @@ from tests.sigfactory import build_library, signature_doc
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     # a library that knows none of these lines: the rules must hold on shape alone
-    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+    return build_library(
+        tmp_path_factory.mktemp("lib"),
+        [
+            signature_doc("kernel-fault"),
+            signature_doc(
+                "peer-stalled", role="downstream", fingerprints=[{"regex": r"peer-stalled at step \d+"}]
+            ),
+        ],
+    )
 
 
 def first(library: Library, text: str):
@@ -127,3 +135,17 @@ def test_an_exception_is_stated_by_its_first_coded_record_that_says_something(li
 def test_an_exception_with_only_a_coded_heading_below_it_keeps_its_line(library: Library) -> None:
     log = "RuntimeError: XCCL error in: xccl/ProcessGroupX.cpp:88\nEK0042: Inner Error!\n\nstep 3\n"
     assert first(library, log).line == 1
+
+
+@pytest.mark.parametrize(("hint_file", "expected"), [("Comm.cpp", 2), ("Loader.cpp", 1)])
+def test_an_unknown_record_of_the_same_instant_and_source_joins_the_known_report(
+    library: Library, hint_file: str, expected: int
+) -> None:
+    log = (
+        f"[rank1]:[E0102 10:00:00.123400 11 {hint_file}:70] hint: tracing is off, set TRACE=1 for stacks\n"
+        "[rank5]:[E0102 10:00:00.123100 15 Comm.cpp:90] peer-stalled at step 7\n"
+        "[rank3]:[E0102 10:00:00.123500 13 Comm.cpp:90] peer-stalled at step 7\n"
+    )
+    # from the same file in the same instant the hint is part of the watchdog's report; from
+    # another file it is a failure of its own, and it leads
+    assert first(library, log).line == expected
