@@ -41,6 +41,7 @@ from signatures.introduced import introduced_rank
 from signatures.kernelasserts import is_assert_report, is_kernel_assert, reporting_rank
 from signatures.lines import unwrap
 from signatures.processtags import Reading, TagModel, learn
+from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
@@ -239,6 +240,8 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return rank, "the report of the device-side assert below it names that rank"
     if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
         return above, "the nearest tagged line above it, in the same block, is that rank's"
+    if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
 

@@ -218,3 +218,29 @@ def test_a_host_assertion_is_not_a_kernels_and_a_report_above_is_none_of_its() -
     assert reporting_rank([(30, 3)], 20) == 3
     assert is_kernel_assert(kernel_asserts(1))
     assert not is_kernel_assert("python: src/alloc.c:88: grow: Assertion `n > 0' failed.")
+
+
+def record(level: str, second: str, source: str, message: str) -> str:
+    return f"2023-04-05 06:07:{second}: {level} lib/comm/{source}:77] {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("after", "before", "rank"),
+    [
+        (record("D", "08.120", "loop.cc", "[2]: Stopping the comms loop"), "", 2),
+        (record("I", "08.120", "loop.cc", "rank 2 is stopping its comms loop"), "epoch 1\n", 2),
+        (record("D", "08.120", "other.cc", "[2]: Stopping the comms loop"), "", None),  # another logger
+        (record("D", "11.500", "loop.cc", "[2]: Stopping the comms loop"), "", None),  # seconds later
+        (record("D", "08.120", "loop.cc", "waiting for rank 2 to stop"), "", None),  # a peer
+        (record("D", "08.120", "loop.cc", "[2]: Stopping the comms loop"), "[rank5]: step 9\n", None),
+    ],
+)
+def test_an_untagged_record_is_the_rank_its_loggers_next_record_names_at_once(
+    library: Library, after: str, before: str, rank: int | None
+) -> None:
+    log = before + record("E", "08.110", "loop.cc", BOOM) + after
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert d.initiating.rank == rank
+    if rank is not None:
+        assert any("a guess" in w for w in d.why)
