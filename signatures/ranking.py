@@ -60,7 +60,13 @@ from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
-from signatures.reports import quiet_traceback_records, yield_report_banners
+from signatures.reports import (
+    join_same_instant_reports,
+    move_to_coded_detail,
+    quiet_traceback_records,
+    yield_carriers,
+    yield_report_banners,
+)
 from signatures.shapes import ShapeKind, nccl_fell_back
 from signatures.spec import Outcome, Signature
 from signatures.stops import demote_step_beside_job, demote_teardown
@@ -125,6 +131,9 @@ def candidates(
     out = drop_wrapped_halves(move_introductions(out))
     move_to_box_leads(out)
     yield_report_banners(out)
+    yield_carriers(out)
+    move_to_coded_detail(out)
+    join_same_instant_reports(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)

@@ -4,9 +4,21 @@
   signal ***`, then `[host:pid] Signal: Segmentation fault (11)`, `Signal code: ...`, `Failing at
   address: ...`, the backtrace, `*** End of error message ***`) is stated by its field that names
   the signal: the banner only announces the report, and the other fields and frames detail it.
+- An exception that carries another, named in parentheses (Ray's `RayTaskError(RuntimeError): ...`
+  on the caller), is stated by the carried exception's own line when the log prints it below
+  (with the traceback it was raised in); alone, the carrier states it.
+- An exception followed by its framework's coded error records (Ascend CANN's `EJ0001: <time>
+  Failed to initialize ...`, `EE9999: Inner Error!` then `EE9999: [PID: N] <time> get error: ...`)
+  is stated by the first coded record that says something (not the bare "Inner Error!" head): the
+  same convention as a cause on a detail line under a wrapper.
 - A traceback logged one record per line (vLLM's workers log each line at ERROR level) is stated
   by its exception line: a record whose message is a frame, or the source line or carets under
   a frame, is part of that traceback and states nothing by itself.
+
+- A record no signature knows, printed in the same instant and from the same source file as a
+  known line (glog's `[E626 16:48:25.440243 ProcessGroupNCCL.cpp:670]`: the watchdog's hint that
+  the FlightRecorder is off, among the watchdog's own lines), is part of that report: it is no
+  stronger than the report's known line.
 
 ``ranking.py`` applies these rules before ordering; each has a test in tests/test_reports.py.
 """
@@ -17,8 +29,8 @@ import re
 
 from signatures.candidate import TIER_BENIGN, Candidate
 from signatures.library import Kind
-from signatures.lines import unwrap
-from signatures.tracebacks import FRAME
+from signatures.lines import time_key, unwrap
+from signatures.tracebacks import FRAME, exception_name
 
 REPORT_REACH = 4  # lines below a banner where the report's first fields are
 _BANNER = re.compile(r"^(?P<prefix>.*?)\*{3} [^*\n]{3,60} \*{3}\s*$")
@@ -42,6 +54,47 @@ def yield_report_banners(cands: list[Candidate]) -> None:
                 c.yields = True  # it says no more than its field, and so is no stronger
                 c.tier = max(c.tier, field.tier)
                 break
+
+
+CODE_REACH = 4  # lines below an exception where its coded error records start
+_CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")  # "EJ0001: 2024-05-21-11:57:54 Failed ..."
+
+
+def move_to_coded_detail(cands: list[Candidate]) -> None:
+    """An exception line whose coded error records follow it is stated by the first of them
+    that says more than a heading ("EE9999: Inner Error!")."""
+    for c in cands:
+        if c.line != c.hit.line or exception_name(c.hit.facts.message) is None:
+            continue
+        for k, text in enumerate(c.hit.after[:CODE_REACH], 1):
+            m = _CODED.match(unwrap(text).message)
+            if m is not None and len(m.group("body").split()) > 3:
+                c.line, c.text = c.hit.line + k, text
+                break
+
+
+CARRIED_REACH = 80  # lines below a carrier where the carried exception's own traceback ends
+_CARRIER = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\((?:[A-Za-z_]\w*\.)*(?P<inner>[A-Za-z_]\w*)\):")
+
+
+def yield_carriers(cands: list[Candidate]) -> None:
+    """A carrier (`RayTaskError(RuntimeError): ...`) yields to the carried exception's own line
+    below it (`RuntimeError: ...`), which says what failed in the words it was raised with."""
+    for c in cands:
+        m = _CARRIER.match(c.hit.facts.message)
+        if m is None:
+            continue
+        carried = [
+            x
+            for x in cands
+            if x.hit.file_index == c.hit.file_index
+            and 0 < x.hit.line - c.hit.line <= CARRIED_REACH
+            and x.tier < TIER_BENIGN
+            and exception_name(x.hit.facts.message) == m.group("inner")
+        ]
+        if carried:
+            c.yields = True
+            c.tier = max(c.tier, min(x.tier for x in carried))
 
 
 _CODE_UNDER_FRAME = re.compile(r"^\s{2,}\S")  # the source line Python prints under a frame, and its carets
@@ -73,3 +126,35 @@ def _under_frame(c: Candidate) -> bool:
         if not _CODE_UNDER_FRAME.match(message):
             return False
     return False
+
+
+SAME_INSTANT_S = 0.01  # records of one report printed by one call, to the hundredth of a second
+_SOURCE = re.compile(r"\b(?P<file>[\w-]+\.(?:cpp|cc|cu|c|h|py)):[0-9]+\]")  # a glog-style head's file
+
+
+def join_same_instant_reports(cands: list[Candidate]) -> None:
+    """An unknown record of the same instant and source file as a known line joins its report."""
+    known = [(*_origin(c), c) for c in cands if c.signature is not None and c.tier < TIER_BENIGN]
+    for c in cands:
+        if c.signature is not None or c.tier >= TIER_BENIGN:
+            continue
+        source, t = _origin(c)
+        if source is None or t is None:
+            continue
+        peers = [
+            k.tier
+            for f, kt, k in known
+            if f == source
+            and kt is not None
+            and k.hit.file_index == c.hit.file_index
+            and abs(kt - t) <= SAME_INSTANT_S
+        ]
+        if peers and min(peers) > c.tier:
+            c.tier = min(peers)
+            c.yields = True
+
+
+def _origin(c: Candidate) -> tuple[str | None, float | None]:
+    m = _SOURCE.search(c.hit.text[:200])
+    key = time_key(c.hit.facts.time)
+    return (m.group("file") if m else None), (key[1] if key else None)

@@ -12,7 +12,15 @@ from tests.sigfactory import build_library, signature_doc
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     # a library that knows none of these lines: the rules must hold on shape alone
-    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+    return build_library(
+        tmp_path_factory.mktemp("lib"),
+        [
+            signature_doc("kernel-fault"),
+            signature_doc(
+                "peer-stalled", role="downstream", fingerprints=[{"regex": r"peer-stalled at step \d+"}]
+            ),
+        ],
+    )
 
 
 def first(library: Library, text: str):
@@ -97,3 +105,47 @@ def test_a_paste_that_starts_inside_a_logged_traceback_skips_its_code_line(libra
 def test_an_indented_error_record_outside_a_traceback_still_states_a_failure(library: Library) -> None:
     log = "ERROR:trainer.worker:    disk quota exceeded on /scratch\nstep 1 loss 2.0\n"
     assert first(library, log).line == 1
+
+
+def test_a_carrier_gives_way_to_the_carried_exceptions_own_line(library: Library) -> None:
+    log = (
+        'Traceback (most recent call last):\n  File "/srv/driver.py", line 4, in main\n'
+        "    results = gather(futures)\n"
+        "rpc.RemoteCallError(PermissionError): Saver.write() on worker 2\n"
+        '  File "/srv/saver.py", line 30, in write\n'
+        "    open(path, 'wb')\n"
+        "PermissionError: [Errno 13] Permission denied: '/ckpt/step_900'\n"
+    )
+    place = first(library, log)
+    assert place.line == 7 and "Permission denied" in place.text
+
+
+def test_an_exception_is_stated_by_its_first_coded_record_that_says_something(library: Library) -> None:
+    log = (
+        "RuntimeError: [ERROR] XCCL error in: xccl/ProcessGroupX.cpp:88\n"
+        "[ERROR] 2026-01-02-10:00:00 (PID:77, Device:3) ERR01100 call xccl api failed.\n"
+        "EK0042: Inner Error!\n"
+        "EK0042: [PID: 77] 2026-01-02-10:00:00.123 device 3 is held by another process (pid 12)\n"
+        "        TraceBack (most recent call last):\n"
+    )
+    place = first(library, log)
+    assert place.line == 4 and "held by another process" in place.text
+
+
+def test_an_exception_with_only_a_coded_heading_below_it_keeps_its_line(library: Library) -> None:
+    log = "RuntimeError: XCCL error in: xccl/ProcessGroupX.cpp:88\nEK0042: Inner Error!\n\nstep 3\n"
+    assert first(library, log).line == 1
+
+
+@pytest.mark.parametrize(("hint_file", "expected"), [("Comm.cpp", 2), ("Loader.cpp", 1)])
+def test_an_unknown_record_of_the_same_instant_and_source_joins_the_known_report(
+    library: Library, hint_file: str, expected: int
+) -> None:
+    log = (
+        f"[rank1]:[E0102 10:00:00.123400 11 {hint_file}:70] hint: tracing is off, set TRACE=1 for stacks\n"
+        "[rank5]:[E0102 10:00:00.123100 15 Comm.cpp:90] peer-stalled at step 7\n"
+        "[rank3]:[E0102 10:00:00.123500 13 Comm.cpp:90] peer-stalled at step 7\n"
+    )
+    # from the same file in the same instant the hint is part of the watchdog's report; from
+    # another file it is a failure of its own, and it leads
+    assert first(library, log).line == expected
