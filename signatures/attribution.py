@@ -38,8 +38,10 @@ from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.introduced import introduced_rank
+from signatures.kernelasserts import is_assert_report, is_kernel_assert, reporting_rank
 from signatures.lines import unwrap
 from signatures.processtags import Reading, TagModel, learn
+from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
@@ -63,6 +65,7 @@ class Roster:
     world_of_one: bool = False  # the job says it has one rank, and no line names another
     hosts: set[str] = field(default_factory=set)  # every host a line read names
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
+    assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -118,6 +121,9 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
+        for hit in scan.hits:
+            if hit.rank is not None and is_assert_report(hit.text):
+                r.assert_reports.setdefault(scan.file_index, []).append((hit.line, hit.rank))
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
@@ -228,8 +234,14 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     first = r.first_failure.get(hit.file_index)
     if first is not None and (local is None or first.local_rank == local):
         return first.rank, "the launcher's failure table names it the first failure"
+    if is_kernel_assert(hit.text) and (
+        (rank := reporting_rank(r.assert_reports.get(hit.file_index, ()), line)) is not None
+    ):
+        return rank, "the report of the device-side assert below it names that rank"
     if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
         return above, "the nearest tagged line above it, in the same block, is that rank's"
+    if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
     name = r.name_rank.get(hit.file_index)
     return (name, "the file's name") if name is not None else (None, None)
 

@@ -47,7 +47,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # abseil's glog with an unset clock (E0000 00:00:1738697930.202924 7665 f.cc:522]) and
         # TensorFlow's short head (E tensorflow/core/kernels/x.cc:157]): the level, no usable time
         r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
-        r"^(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",
+        r"^(?P<level>[IWEFDT]) [\w./<>-]+:\d+\] ",  # TensorFlow's and Horovod's D and T too
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
         # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:

@@ -9,6 +9,7 @@ import pytest
 
 from signatures import Diagnosis, Source, diagnose
 from signatures.introduced import introduced_rank
+from signatures.kernelasserts import is_kernel_assert, reporting_rank
 from signatures.library import Library
 from signatures.lines import time_key, unwrap
 from signatures.processtags import learn
@@ -184,3 +185,62 @@ def test_a_field_of_a_report_and_its_siblings_share_the_rank() -> None:
     assert introduced_rank(f"{head}Job failed; the first was:", [], [other]) is None
     blank_first = ["", "Process name: 4"]  # a blank line ends the report
     assert introduced_rank("Job failed; the first was:", [], blank_first) is None
+
+
+def kernel_asserts(n: int) -> str:
+    src = "/src/ops/Gather.cu:71: gather_kernel: block: [9,0,0], thread: "
+    return "".join(f"{src}[{t},0,0] Assertion `idx < size` failed.\n" for t in range(n))
+
+
+def report(rank: int) -> str:
+    return f"[E12 watchdog.cpp:40] [Rank {rank}] comm worker died: CUDA error: device-side assert triggered\n"
+
+
+@pytest.mark.parametrize(
+    ("log", "rank"),
+    [
+        (kernel_asserts(40) + report(3), 3),  # past the lines a hit keeps around it
+        (kernel_asserts(3) + report(3) + report(3), 3),
+        (kernel_asserts(3) + report(3) + report(5), None),  # two processes report one: unknown
+        (kernel_asserts(3) + report(3).replace("[Rank 3] ", ""), None),  # the report names no rank
+    ],
+)
+def test_a_kernels_assertion_is_the_rank_that_reports_the_device_side_assert(
+    library: Library, log: str, rank: int | None
+) -> None:
+    d = run(library, log)
+    assert d.initiating is not None and "Assertion" in d.initiating.text
+    assert d.initiating.rank == rank
+
+
+def test_a_host_assertion_is_not_a_kernels_and_a_report_above_is_none_of_its() -> None:
+    assert reporting_rank([(10, 3)], 20) is None  # a report above says nothing of the lines below
+    assert reporting_rank([(30, 3)], 20) == 3
+    assert is_kernel_assert(kernel_asserts(1))
+    assert not is_kernel_assert("python: src/alloc.c:88: grow: Assertion `n > 0' failed.")
+
+
+def record(level: str, second: str, source: str, message: str) -> str:
+    return f"2023-04-05 06:07:{second}: {level} lib/comm/{source}:77] {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("after", "before", "rank"),
+    [
+        (record("D", "08.120", "loop.cc", "[2]: Stopping the comms loop"), "", 2),
+        (record("I", "08.120", "loop.cc", "rank 2 is stopping its comms loop"), "epoch 1\n", 2),
+        (record("D", "08.120", "other.cc", "[2]: Stopping the comms loop"), "", None),  # another logger
+        (record("D", "11.500", "loop.cc", "[2]: Stopping the comms loop"), "", None),  # seconds later
+        (record("D", "08.120", "loop.cc", "waiting for rank 2 to stop"), "", None),  # a peer
+        (record("D", "08.120", "loop.cc", "[2]: Stopping the comms loop"), "[rank5]: step 9\n", None),
+    ],
+)
+def test_an_untagged_record_is_the_rank_its_loggers_next_record_names_at_once(
+    library: Library, after: str, before: str, rank: int | None
+) -> None:
+    log = before + record("E", "08.110", "loop.cc", BOOM) + after
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert d.initiating.rank == rank
+    if rank is not None:
+        assert any("a guess" in w for w in d.why)
