@@ -61,6 +61,7 @@ from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
 from signatures.reports import (
+    abort_follows_its_error,
     join_same_instant_reports,
     move_to_coded_detail,
     quiet_traceback_records,
@@ -134,6 +135,7 @@ def candidates(
     yield_carriers(out)
     move_to_coded_detail(out)
     join_same_instant_reports(out)
+    abort_follows_its_error(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)
