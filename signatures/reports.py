@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from signatures.candidate import TIER_BENIGN, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_WRAPPER, Candidate
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
 from signatures.tracebacks import FRAME, exception_name
@@ -180,7 +180,8 @@ def abort_follows_its_error(cands: list[Candidate]) -> None:
             for x in cands
             if x.hit.file_index == c.hit.file_index
             and 0 < c.line - x.line <= ABORT_REACH
-            and x.tier < TIER_BENIGN
+            and x.tier < TIER_WRAPPER  # a wrapper's re-report explains nothing
+            and not x.yields  # nor another line of a report (a failure table's other fields)
             and not _ABORT.search(x.text)
             and not x.death
         ]

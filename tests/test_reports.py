@@ -20,6 +20,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
                 "abort-reported", fingerprints=[{"regex": r"worker \d+ exited on signal 6 \(Aborted\)"}]
             ),
             signature_doc(
+                "agent-rereport", role="wrapper", fingerprints=[{"literal": "agent: the job failed"}]
+            ),
+            signature_doc(
                 "peer-stalled", role="downstream", fingerprints=[{"regex": r"peer-stalled at step \d+"}]
             ),
         ],
@@ -166,3 +169,6 @@ def test_an_abort_is_explained_by_the_error_its_process_printed_before_it(librar
     # with nothing printed before it, the abort's report is the statement
     alone = "step 10 loss 2.1\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
     assert first(library, alone).line == 2
+    # a wrapper's re-report above it explains nothing
+    wrapped = "agent: the job failed\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
+    assert first(library, wrapped).line == 2
