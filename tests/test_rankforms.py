@@ -244,3 +244,30 @@ def test_an_untagged_record_is_the_rank_its_loggers_next_record_names_at_once(
     assert d.initiating.rank == rank
     if rank is not None:
         assert any("a guess" in w for w in d.why)
+
+
+@pytest.mark.parametrize(
+    ("after", "rank"),
+    [
+        ("launcher: process rank 3 with PID 77 on node n2 exited on signal 6\n", 3),
+        ("ERROR:runner: Rank 3 crashed with exit code 1.\n", 3),
+        ("srun: error: n2: task 3: Exited with exit code 1\n", None),  # one entry of srun's list
+        ("srun: error: n2: tasks 0-2: Exited with exit code 1\nsrun: error: n2: task 3: Exited\n", None),
+        ("ERROR:runner: Rank 3 crashed with exit code 1.\nERROR:runner: Rank 5 crashed.\n", None),
+        ("[E1 w.cpp:9] [Rank 3] watchdog thread terminated with exception: CUDA error\n", None),  # a thread
+        ("launcher: waiting for rank 3, which exited\n", None),  # a peer
+    ],
+)
+def test_a_launchers_verdict_naming_one_failed_rank_is_an_untagged_failures(
+    library: Library, after: str, rank: int | None
+) -> None:
+    tb = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+    d = run(library, f"step 3\n{tb}{BOOM}\n{after}")
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert d.initiating.rank == rank
+
+
+def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library) -> None:
+    log = f"ERROR:runner: Rank 3 crashed with exit code 1.\nrestarting\n{BOOM}\n"
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text and d.initiating.rank is None
