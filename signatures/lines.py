@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from signatures.rankwords import is_peer, speaker_rank
+from signatures.rankwords import is_peer, speaker_rank, within_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -190,6 +190,9 @@ def _message_rank(text: str) -> int | None:
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
         if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
             continue  # "Local rank: 4", "local_rank=4": a per-node index
+        word = text.lower().rfind("rank", m.start(), m.start(group))
+        if word >= 0 and within_group(text, word):
+            continue  # "node rank 1", "data parallel rank 3": a rank within a group
         if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
     return speaker_rank(text)

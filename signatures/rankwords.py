@@ -52,6 +52,18 @@ _ABSENT_AFTER = re.compile(
 # Words before a mention that make it some other kind of worker or task.
 _OTHER_KIND = re.compile(r"(?:dataloader|data loader|loader|pool|celery|spark|thread)\s*$", re.IGNORECASE)
 _LOCAL_ONLY = re.compile(r"local", re.IGNORECASE)
+# A rank within a group or a node, not in the world: "node rank 1", "data parallel rank 3",
+# "tensor model parallel rank 0", "DP rank 2", "pipeline rank 1", "group rank 1".
+_WITHIN_GROUP = re.compile(
+    r"(?:\b(?:node|group|dp|tp|pp|ep|cp|sp|mp|etp|(?:(?:data|tensor|pipeline|model|expert|context|sequence)"
+    r"[ _-]?)+(?:parallel)?)[ _-]?)$",
+    re.IGNORECASE,
+)
+
+
+def within_group(message: str, start: int) -> bool:
+    """Whether the rank mentioned at ``start`` is counted within a group or node (no world rank)."""
+    return _WITHIN_GROUP.search(message[max(0, start - 40) : start]) is not None
 
 
 def speaker_rank(message: str) -> int | None:
@@ -60,6 +72,8 @@ def speaker_rank(message: str) -> int | None:
         return int(m.group("n"))
     for m in _MENTION.finditer(message):
         if m.group("local") or _LOCAL_ONLY.search(message[max(0, m.start() - 6) : m.start()]):
+            continue
+        if within_group(message, m.start()):
             continue
         if is_peer(message, m.start(), m.end()):
             continue

@@ -271,3 +271,21 @@ def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library)
     log = f"ERROR:runner: Rank 3 crashed with exit code 1.\nrestarting\n{BOOM}\n"
     d = run(library, log)
     assert d.initiating is not None and BOOM in d.initiating.text and d.initiating.rank is None
+
+
+@pytest.mark.parametrize(
+    ("message", "rank"),
+    [
+        ("node rank: 1 lost its store", None),  # a node's index
+        ("data parallel rank 3 failed to load", None),
+        ("tensor model parallel rank 0: shape mismatch", None),
+        ("pipeline-parallel rank=2 raised", None),
+        ("DP rank 2 crashed", None),
+        ("group rank 1 timed out", None),
+        ("on node 3 rank 5 failed", 5),  # the node is named, the rank is the world's
+        ("global rank 5 failed", 5),
+        ("[Rank 5] watchdog caught collective operation timeout", 5),
+    ],
+)
+def test_a_rank_within_a_group_or_node_is_no_world_rank(message: str, rank: int | None) -> None:
+    assert unwrap(message).rank == rank
