@@ -289,3 +289,19 @@ def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library)
 )
 def test_a_rank_within_a_group_or_node_is_no_world_rank(message: str, rank: int | None) -> None:
     assert unwrap(message).rank == rank
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        (f"[3,6]<stderr>: {BOOM}", 6),  # Open MPI's tag of a job other than the first: [job,rank]
+        (f"[1,6]<stddiag>: {BOOM}", 6),
+        (f"{BOOM} in process 6 of 8", 6),  # a pid is never counted out of N
+        (f"{BOOM}: Process 6/8 stopped", 6),
+        (f"{BOOM}: DataLoader worker process 6 of 8 exited", None),
+        (f"{BOOM}: waiting for process 6 of 8", None),
+        (f"{BOOM}: Process 20398 has 14.5 GiB memory in use", None),
+    ],
+)
+def test_more_launchers_forms_of_the_rank(line: str, rank: int | None) -> None:
+    assert unwrap(line).rank == rank
