@@ -45,6 +45,7 @@ from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
+from signatures.verdicts import Verdict, verdict_of, verdict_rank
 
 SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
 
@@ -66,6 +67,7 @@ class Roster:
     hosts: set[str] = field(default_factory=set)  # every host a line read names
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
     assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
+    verdicts: dict[int, list[Verdict]] = field(default_factory=dict)  # a launcher's, on a death
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -124,6 +126,8 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         for hit in scan.hits:
             if hit.rank is not None and is_assert_report(hit.text):
                 r.assert_reports.setdefault(scan.file_index, []).append((hit.line, hit.rank))
+            if not hit.facts.tagged and (said := verdict_of(hit.facts.message, hit.rank)) is not None:
+                r.verdicts.setdefault(scan.file_index, []).append((hit.line, said, hit.host, hit.facts.pid))
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
@@ -243,7 +247,15 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
         return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
     name = r.name_rank.get(hit.file_index)
-    return (name, "the file's name") if name is not None else (None, None)
+    if name is not None:
+        return name, "the file's name"
+    head = _HOST_PID.match(hit.facts.message)
+    host = hit.host or reading.host or (head.group("host") if head else None)
+    pid = hit.facts.pid if hit.facts.pid is not None else int(head.group("pid")) if head else None
+    verdicts = r.verdicts.get(hit.file_index, ())
+    if reading.rank is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+        return rank, "the launcher's verdict below it names that rank as the one that failed"
+    return None, None
 
 
 # A signal handler's or logger's head naming host and pid: Open MPI's "[node7:19474] Signal: ...".

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from signatures.rankwords import is_peer, speaker_rank
+from signatures.rankwords import is_peer, other_kind, speaker_rank, within_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -36,7 +36,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
-        r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
+        r"^\[\d{1,5},(?P<rank>\d+)\]<std(?:out|err|diag)>: ?",  # mpirun --tag-output: [job,rank]
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
@@ -88,6 +88,7 @@ _RANK_IN_MESSAGE = re.compile(
     r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?(?:\([^)\n]*\) )?)?[Rr]ank (?P<rank>\d+)\]"
     r"|\bprocess rank (?P<mpi>\d+) with PID\b"
     r"|\b[Pp]rocess (?P<spawn>\d+) terminated with\b"
+    r"|\b[Pp]rocess (?P<of>\d+) ?(?:of|/) ?\d+\b"  # "process 3 of 8": a pid is never counted out of N
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
     r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
@@ -97,7 +98,7 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
     r"|^Process name: (?P<pname>\d+)\s*$"  # Horovod's report of the first process to exit: its rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid", "pname")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "of", "task", "lead", "kv", "subj", "own", "vpid", "pname")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(
@@ -190,6 +191,11 @@ def _message_rank(text: str) -> int | None:
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
         if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
             continue  # "Local rank: 4", "local_rank=4": a per-node index
+        if group == "of" and other_kind(text, m.start()):
+            continue  # "DataLoader worker process 3 of 8"
+        word = text.lower().rfind("rank", m.start(), m.start(group))
+        if word >= 0 and within_group(text, word):
+            continue  # "node rank 1", "data parallel rank 3": a rank within a group
         if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
     return speaker_rank(text)

@@ -50,8 +50,27 @@ _ABSENT_AFTER = re.compile(
     re.IGNORECASE,
 )
 # Words before a mention that make it some other kind of worker or task.
-_OTHER_KIND = re.compile(r"(?:dataloader|data loader|loader|pool|celery|spark|thread)\s*$", re.IGNORECASE)
+_OTHER_KIND = re.compile(
+    r"(?:dataloader|data loader|loader|pool|celery|spark|thread)(?: worker)?\s*$", re.IGNORECASE
+)
 _LOCAL_ONLY = re.compile(r"local", re.IGNORECASE)
+# A rank within a group or a node, not in the world: "node rank 1", "data parallel rank 3",
+# "tensor model parallel rank 0", "DP rank 2", "pipeline rank 1", "group rank 1".
+_WITHIN_GROUP = re.compile(
+    r"(?:\b(?:node|group|dp|tp|pp|ep|cp|sp|mp|etp|(?:(?:data|tensor|pipeline|model|expert|context|sequence)"
+    r"[ _-]?)+(?:parallel)?)[ _-]?)$",
+    re.IGNORECASE,
+)
+
+
+def other_kind(message: str, start: int) -> bool:
+    """Whether the process mentioned at ``start`` is another kind's (a data loader's, a pool's)."""
+    return _OTHER_KIND.search(message[:start]) is not None
+
+
+def within_group(message: str, start: int) -> bool:
+    """Whether the rank mentioned at ``start`` is counted within a group or node (no world rank)."""
+    return _WITHIN_GROUP.search(message[max(0, start - 40) : start]) is not None
 
 
 def speaker_rank(message: str) -> int | None:
@@ -61,9 +80,11 @@ def speaker_rank(message: str) -> int | None:
     for m in _MENTION.finditer(message):
         if m.group("local") or _LOCAL_ONLY.search(message[max(0, m.start() - 6) : m.start()]):
             continue
+        if within_group(message, m.start()):
+            continue
         if is_peer(message, m.start(), m.end()):
             continue
-        if m.group("word").lower() != "rank" and _OTHER_KIND.search(message[: m.start()]):
+        if m.group("word").lower() != "rank" and other_kind(message, m.start()):
             continue
         return int(m.group("n"))
     return None

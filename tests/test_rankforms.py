@@ -244,3 +244,64 @@ def test_an_untagged_record_is_the_rank_its_loggers_next_record_names_at_once(
     assert d.initiating.rank == rank
     if rank is not None:
         assert any("a guess" in w for w in d.why)
+
+
+@pytest.mark.parametrize(
+    ("after", "rank"),
+    [
+        ("launcher: process rank 3 with PID 77 on node n2 exited on signal 6\n", 3),
+        ("ERROR:runner: Rank 3 crashed with exit code 1.\n", 3),
+        ("srun: error: n2: task 3: Exited with exit code 1\n", None),  # one entry of srun's list
+        ("srun: error: n2: tasks 0-2: Exited with exit code 1\nsrun: error: n2: task 3: Exited\n", None),
+        ("ERROR:runner: Rank 3 crashed with exit code 1.\nERROR:runner: Rank 5 crashed.\n", None),
+        ("[E1 w.cpp:9] [Rank 3] watchdog thread terminated with exception: CUDA error\n", None),  # a thread
+        ("launcher: waiting for rank 3, which exited\n", None),  # a peer
+    ],
+)
+def test_a_launchers_verdict_naming_one_failed_rank_is_an_untagged_failures(
+    library: Library, after: str, rank: int | None
+) -> None:
+    tb = 'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+    d = run(library, f"step 3\n{tb}{BOOM}\n{after}")
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert d.initiating.rank == rank
+
+
+def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library) -> None:
+    log = f"ERROR:runner: Rank 3 crashed with exit code 1.\nrestarting\n{BOOM}\n"
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text and d.initiating.rank is None
+
+
+@pytest.mark.parametrize(
+    ("message", "rank"),
+    [
+        ("node rank: 1 lost its store", None),  # a node's index
+        ("data parallel rank 3 failed to load", None),
+        ("tensor model parallel rank 0: shape mismatch", None),
+        ("pipeline-parallel rank=2 raised", None),
+        ("DP rank 2 crashed", None),
+        ("group rank 1 timed out", None),
+        ("on node 3 rank 5 failed", 5),  # the node is named, the rank is the world's
+        ("global rank 5 failed", 5),
+        ("[Rank 5] watchdog caught collective operation timeout", 5),
+    ],
+)
+def test_a_rank_within_a_group_or_node_is_no_world_rank(message: str, rank: int | None) -> None:
+    assert unwrap(message).rank == rank
+
+
+@pytest.mark.parametrize(
+    ("line", "rank"),
+    [
+        (f"[3,6]<stderr>: {BOOM}", 6),  # Open MPI's tag of a job other than the first: [job,rank]
+        (f"[1,6]<stddiag>: {BOOM}", 6),
+        (f"{BOOM} in process 6 of 8", 6),  # a pid is never counted out of N
+        (f"{BOOM}: Process 6/8 stopped", 6),
+        (f"{BOOM}: DataLoader worker process 6 of 8 exited", None),
+        (f"{BOOM}: waiting for process 6 of 8", None),
+        (f"{BOOM}: Process 20398 has 14.5 GiB memory in use", None),
+    ],
+)
+def test_more_launchers_forms_of_the_rank(line: str, rank: int | None) -> None:
+    assert unwrap(line).rank == rank
