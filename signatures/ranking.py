@@ -65,6 +65,7 @@ from signatures.reports import (
     join_same_instant_reports,
     move_to_coded_detail,
     quiet_traceback_records,
+    restore_quoted_causes,
     yield_carriers,
     yield_report_banners,
 )
@@ -136,6 +137,7 @@ def candidates(
     move_to_coded_detail(out)
     join_same_instant_reports(out)
     abort_follows_its_error(out)
+    restore_quoted_causes(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)

@@ -24,6 +24,12 @@
   just before it (`terminate called ...`, `what(): ...`, an assertion) says why, so a report of
   the abort (a launcher's, a signal box's) is no stronger than that error, and gives way to it.
 
+- An exception being handled when another was raised gives way to it (ranking.py), unless the
+  later one quotes its message: then the handler only re-raised the same failure in other words
+  (JAX's `RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU
+  devices.` over the plugin's `XlaRuntimeError: FAILED_PRECONDITION: No visible GPU devices.`), and
+  the first states it.
+
 ``ranking.py`` applies these rules before ordering; each has a test in tests/test_reports.py.
 """
 
@@ -31,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from signatures.candidate import TIER_BENIGN, TIER_WRAPPER, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIER_WRAPPER, Candidate
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
 from signatures.tracebacks import FRAME, exception_name
@@ -187,3 +193,32 @@ def abort_follows_its_error(cands: list[Candidate]) -> None:
         ]
         if errors:
             c.tier, c.yields = max(c.tier, min(errors)), True
+
+
+RERAISE_REACH = 200  # lines below a handled exception where the one raised while handling it ends
+_HANDLING = "During handling of the above exception"
+
+
+def restore_quoted_causes(cands: list[Candidate]) -> None:
+    """A handled exception whose message the exception raised while handling it quotes states the
+    failure: the handler re-raised it in other words."""
+    for c in cands:
+        if c.hit.matcher.kind is not Kind.EXCEPTION or c.tier != TIER_UNKNOWN or not c.hit.view.in_traceback:
+            continue
+        following = next((t for t in c.hit.after[:2] if t.strip()), "")
+        if not unwrap(following).message.startswith(_HANDLING):
+            continue
+        said = c.hit.facts.message.split(": ", 1)[-1].strip()
+        if len(said.split()) < 3:
+            continue  # too few words to tell a quotation from a coincidence
+        later = [
+            x
+            for x in cands
+            if x.hit.file_index == c.hit.file_index
+            and 0 < x.line - c.line <= RERAISE_REACH
+            and x.tier == TIER_INITIATING
+            and exception_name(x.hit.facts.message) is not None
+        ]
+        raised = min(later, key=lambda x: x.line, default=None)
+        if raised is not None and said in raised.hit.facts.message:
+            c.tier = TIER_INITIATING

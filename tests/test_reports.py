@@ -172,3 +172,21 @@ def test_an_abort_is_explained_by_the_error_its_process_printed_before_it(librar
     # a wrapper's re-report above it explains nothing
     wrapped = "agent: the job failed\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
     assert first(library, wrapped).line == 2
+
+
+def test_a_handled_exception_that_the_next_one_quotes_states_the_failure(library: Library) -> None:
+    def log(second: str) -> str:
+        return (
+            'Traceback (most recent call last):\n  File "/srv/plugin.py", line 8, in open_device\n'
+            "    return lib.open(0)\n"
+            "plugin.DeviceError: NOT_FOUND: no accelerator is attached\n"
+            "\nDuring handling of the above exception, another exception occurred:\n\n"
+            'Traceback (most recent call last):\n  File "/srv/main.py", line 3, in <module>\n'
+            "    devices()\n"
+            f"{second}\n"
+        )
+
+    quoted = "RuntimeError: backend 'accel' unavailable: NOT_FOUND: no accelerator is attached"
+    assert first(library, log(quoted)).line == 4  # re-raised in other words: the first states it
+    unrelated = "KeyError: 'cache_dir' missing from the config"
+    assert first(library, log(unrelated)).line == 11  # a new failure while handling the first
