@@ -40,7 +40,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
-        r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
+        r"^(?P<host>[A-Za-z0-9][\w.-]*|-):(?P<pid>\d+):\d+ \[\d+\] ",  # "-" when the host is hidden
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
         r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
@@ -163,7 +163,7 @@ def unwrap(line: str) -> LineFacts:
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
-    host = found.get("host")
+    host = found.get("host") if found.get("host") != "-" else None  # NCCL's hidden host
     if rank is None:
         rank = _message_rank(text)
         bound = rank is not None and pid is None and ("id" in text or "ID" in text)

@@ -305,3 +305,14 @@ def test_a_rank_within_a_group_or_node_is_no_world_rank(message: str, rank: int 
 )
 def test_more_launchers_forms_of_the_rank(line: str, rank: int | None) -> None:
     assert unwrap(line).rank == rank
+
+
+@pytest.mark.parametrize(("pid", "rank"), [(4242, 6), (4243, None)])
+def test_nccls_prefix_with_its_host_hidden_still_names_the_pid(
+    library: Library, pid: int, rank: int | None
+) -> None:
+    comm = "NCCL INFO comm 0x1b83 rank 6 nranks 8 cudaDev 0 - Init COMPLETE"
+    log = f"-:4242:4250 [0] {BOOM}\n-:{pid}:{pid} [0] {comm}\n"
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert (d.initiating.rank, d.initiating.host) == (rank, None)  # "-" is no host
