@@ -61,6 +61,7 @@ from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
 from signatures.reports import (
+    abort_follows_its_error,
     join_same_instant_reports,
     move_to_coded_detail,
     quiet_traceback_records,
@@ -134,6 +135,7 @@ def candidates(
     yield_carriers(out)
     move_to_coded_detail(out)
     join_same_instant_reports(out)
+    abort_follows_its_error(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)
@@ -165,19 +167,22 @@ def _demote_survived_errors(cands: list[Candidate]) -> None:
 def _promote_episode_leads(cands: list[Candidate]) -> None:
     # A statement printed just before a traceback ("ERROR: Unexpected bus error encountered in
     # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
-    # in, first. When no signature knows that exception, the statement leads: it is earlier.
+    # in, first. When no signature knows that exception, the statement leads: it is earlier;
+    # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
+    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError).
     generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
+    raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     for c in cands:
         if c.signature is not None or c.tier != TIER_UNKNOWN:
             continue
         header = leads_into_traceback(c, generic)
         if header is None:
             continue
-        ending = first_after(
-            [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION], c.hit.file_index, header
-        )
+        ending = first_after(raised, c.hit.file_index, header)
         if ending is None or ending.signature is None:
             c.tier = TIER_INITIATING
+        elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
+            c.tier, c.yields = max(c.tier, ending.tier), True
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:

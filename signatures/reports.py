@@ -20,6 +20,10 @@
   the FlightRecorder is off, among the watchdog's own lines), is part of that report: it is no
   stronger than the report's known line.
 
+- An abort (SIGABRT: `Aborted (6)`, an exit code -6) is a process ending itself: an error printed
+  just before it (`terminate called ...`, `what(): ...`, an assertion) says why, so a report of
+  the abort (a launcher's, a signal box's) is no stronger than that error, and gives way to it.
+
 ``ranking.py`` applies these rules before ordering; each has a test in tests/test_reports.py.
 """
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import re
 
-from signatures.candidate import TIER_BENIGN, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_WRAPPER, Candidate
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
 from signatures.tracebacks import FRAME, exception_name
@@ -158,3 +162,28 @@ def _origin(c: Candidate) -> tuple[str | None, float | None]:
     m = _SOURCE.search(c.hit.text[:200])
     key = time_key(c.hit.facts.time)
     return (m.group("file") if m else None), (key[1] if key else None)
+
+
+ABORT_REACH = 120  # lines above an abort's report where the process's own last error may be
+_ABORT = re.compile(
+    r"\bSIGABRT\b|\bAborted \(6\)|signal 6\b|exit ?code(?: *:| =)? *-6\b|return code = -6\b", re.IGNORECASE
+)
+
+
+def abort_follows_its_error(cands: list[Candidate]) -> None:
+    """A report of an abort, below an error that explains it, is no stronger than that error."""
+    for c in cands:
+        if not _ABORT.search(c.text):
+            continue
+        errors = [
+            x.tier
+            for x in cands
+            if x.hit.file_index == c.hit.file_index
+            and 0 < c.line - x.line <= ABORT_REACH
+            and x.tier < TIER_WRAPPER  # a wrapper's re-report explains nothing
+            and not x.yields  # nor another line of a report (a failure table's other fields)
+            and not _ABORT.search(x.text)
+            and not x.death
+        ]
+        if errors:
+            c.tier, c.yields = max(c.tier, min(errors)), True

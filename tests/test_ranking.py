@@ -175,6 +175,24 @@ def test_frames_name_an_exception_only_where_it_was_raised(library: Library) -> 
     assert d.signature and d.signature.id == "inductor-bug"
 
 
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [("[Rank 2] peer-timeout happened", "peer-timeout"), ("kernel-fault happened", "kernel-fault")],
+)
+def test_a_statement_introducing_a_known_exceptions_traceback_gives_way_to_it(
+    library: Library, ending: str, expected: str
+) -> None:
+    log = (
+        "2026-01-02 10:00:00,100 ERROR sweep.py:80 -- job 7 of the sweep failed\n"
+        'Traceback (most recent call last):\n  File "/srv/sweep.py", line 80, in run\n'
+        "    result = wait(job)\n"
+        f"RuntimeError: {ending}\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == expected
+    assert d.initiating and d.initiating.line == 5
+
+
 def test_unknown_error_after_a_downstream_symptom_loses_to_it(library: Library) -> None:
     log = (
         "[Rank 1] peer-timeout happened\n"

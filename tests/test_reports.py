@@ -17,6 +17,12 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
         [
             signature_doc("kernel-fault"),
             signature_doc(
+                "abort-reported", fingerprints=[{"regex": r"worker \d+ exited on signal 6 \(Aborted\)"}]
+            ),
+            signature_doc(
+                "agent-rereport", role="wrapper", fingerprints=[{"literal": "agent: the job failed"}]
+            ),
+            signature_doc(
                 "peer-stalled", role="downstream", fingerprints=[{"regex": r"peer-stalled at step \d+"}]
             ),
         ],
@@ -149,3 +155,20 @@ def test_an_unknown_record_of_the_same_instant_and_source_joins_the_known_report
     # from the same file in the same instant the hint is part of the watchdog's report; from
     # another file it is a failure of its own, and it leads
     assert first(library, log).line == expected
+
+
+def test_an_abort_is_explained_by_the_error_its_process_printed_before_it(library: Library) -> None:
+    log = (
+        "step 10 loss 2.1\n"
+        "terminate called after throwing an instance of 'zz::QueueClosed'\n"
+        "  what():  queue was closed while a batch was pending\n"
+        "supervisor: worker 3 exited on signal 6 (Aborted)\n"
+    )
+    d = diagnose([Source.from_text("job.log", log)], library=library)
+    assert d.signature is None and d.initiating and d.initiating.line in (2, 3)
+    # with nothing printed before it, the abort's report is the statement
+    alone = "step 10 loss 2.1\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
+    assert first(library, alone).line == 2
+    # a wrapper's re-report above it explains nothing
+    wrapped = "agent: the job failed\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
+    assert first(library, wrapped).line == 2
