@@ -253,7 +253,10 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     host = hit.host or reading.host or (head.group("host") if head else None)
     pid = hit.facts.pid if hit.facts.pid is not None else int(head.group("pid")) if head else None
     verdicts = r.verdicts.get(hit.file_index, ())
-    if reading.rank is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+    # Only in a log that does not tag its ranks, for a line with no local index of its own: an
+    # untagged line among tagged ones is no rank's output, and a local index may be another's.
+    untagged_log = not (tags and tags.global_shapes)
+    if untagged_log and local is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
         return rank, "the launcher's verdict below it names that rank as the one that failed"
     return None, None
 

@@ -267,6 +267,13 @@ def test_a_launchers_verdict_naming_one_failed_rank_is_an_untagged_failures(
     assert d.initiating.rank == rank
 
 
+def test_a_verdict_names_no_untagged_line_of_a_tagged_log_nor_a_local_index(library: Library) -> None:
+    verdict = "ERROR:runner: Rank 3 crashed with exit code 1.\n"
+    tagged = "".join(f"[rank{v}]: step 3\n" for v in range(4))
+    assert rank_of(library, f"{tagged}{BOOM}\n{verdict}") is None  # not a rank's own line
+    assert rank_of(library, f"[local1]: {BOOM}\n{verdict}") is None  # local 1 may be another rank
+
+
 def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library) -> None:
     log = f"ERROR:runner: Rank 3 crashed with exit code 1.\nrestarting\n{BOOM}\n"
     d = run(library, log)
