@@ -110,6 +110,11 @@ _LOCAL_IN_MESSAGE = re.compile(
 _PID_OF_RANK = re.compile(
     r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
 )
+def binds_pid(line: str) -> bool:
+    """Whether ``line`` may bind a pid to a rank (a cheap test before unwrapping it)."""
+    return ("id" in line or "ID" in line) and _PID_OF_RANK.search(line) is not None
+
+
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "

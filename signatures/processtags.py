@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from signatures.lines import unwrap
+from signatures.lines import binds_pid, unwrap
 
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
@@ -263,7 +263,7 @@ def learn(lines: Iterable[str]) -> TagModel:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
-        if "pid" in line or "PID" in line:  # "process rank 0 with PID 19474 on node n7"
+        if binds_pid(line):  # "process rank 0 with PID 19474 on node n7"
             facts = unwrap(line)
             if facts.rank is not None and facts.pid is not None:
                 model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)
