@@ -49,7 +49,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
         r"^(?P<level>[IWEFDT]) [\w./<>-]+:\d+\] ",  # TensorFlow's and Horovod's D and T too
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
-        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
+        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
+        r"(?::? |(?=\[\d{1,5},\d+\]<std))",  # a space after it, or Open MPI's tag glued to it
         # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
         # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
         r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",

@@ -39,6 +39,7 @@ def rank_of(library: Library, text: str) -> int | None:
         (f"Thu Mar  7 09:01:02 2024[1,5]<stdout>:{BOOM}", 5),  # glued, one-digit day padded
         (f"Fri Nov 15 23:59:59 2019 [1,12]<stderr>: {BOOM}", 12),  # spaced
         (f"Thu Mar  7 09:01:02 2024 [rank6]: {BOOM}", 6),
+        (f"2024-03-07T09:01:02.125[1,5]<stderr>:{BOOM}", 5),  # an ISO time glued to the tag
         (f"Thu Mar  7 09:01:02 2024 {BOOM}", None),  # a time is no tag
         (f"{BOOM} at Thu Mar  7 09:01:02 2024[1,5]", None),  # inside the message: not a head
     ],
