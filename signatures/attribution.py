@@ -40,6 +40,7 @@ from signatures.hits import Hit, TextScan
 from signatures.introduced import introduced_rank
 from signatures.kernelasserts import is_assert_report, is_kernel_assert, reporting_rank
 from signatures.lines import unwrap
+from signatures.pids import HOST_PID, head_pid_rank
 from signatures.processtags import Reading, TagModel, learn
 from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
@@ -218,7 +219,7 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
-    if (found := _head_pid_rank(hit, r)) is not None:
+    if (found := head_pid_rank(hit, r.by_pid, r.tags.get(hit.file_index))) is not None:
         return found[0], f"its head's {found[1]} is the pid the launcher names with that rank"
     local = hit.local_rank if hit.local_rank is not None else reading.local
     if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
@@ -249,32 +250,16 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     name = r.name_rank.get(hit.file_index)
     if name is not None:
         return name, "the file's name"
-    head = _HOST_PID.match(hit.facts.message)
+    head = HOST_PID.match(hit.facts.message)
     host = hit.host or reading.host or (head.group("host") if head else None)
     pid = hit.facts.pid if hit.facts.pid is not None else int(head.group("pid")) if head else None
     verdicts = r.verdicts.get(hit.file_index, ())
-    if reading.rank is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+    # Only in a log that does not tag its ranks, for a line with no local index of its own: an
+    # untagged line among tagged ones is no rank's output, and a local index may be another's.
+    untagged_log = not (tags and tags.global_shapes)
+    if untagged_log and local is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
         return rank, "the launcher's verdict below it names that rank as the one that failed"
     return None, None
-
-
-# A signal handler's or logger's head naming host and pid: Open MPI's "[node7:19474] Signal: ...".
-_HOST_PID = re.compile(r"\[(?P<host>[A-Za-z][\w.-]*):(?P<pid>\d+)(?::\d+)*\]")
-
-
-def _head_pid_rank(hit: Hit, r: Roster) -> tuple[int, str] | None:
-    # An integer of the line's head is a process id when a line elsewhere binds that pid to a
-    # rank on the same host ("process rank 0 with PID 19474 on node n7"); a number that only
-    # looks like a local index ("[n7:4242]" read as torchrun's host role) is checked the same way.
-    m = _HOST_PID.match(hit.facts.message)
-    candidates = [(m.group("host"), int(m.group("pid")))] if m else []
-    if hit.local_rank is not None and hit.host:
-        candidates.append((hit.host, hit.local_rank))
-    bound = r.tags[hit.file_index].rank_of_pid if hit.file_index in r.tags else {}
-    for host, pid in candidates:
-        if (rank := r.by_pid.get((host, pid), (bound.get((host, pid)),))[0]) is not None:
-            return rank, f"[{host}:{pid}]"
-    return None
 
 
 def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> int | None:

@@ -40,7 +40,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
-        r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
+        r"^(?P<host>[A-Za-z0-9][\w.-]*|-):(?P<pid>\d+):\d+ \[\d+\] ",  # "-" when the host is hidden
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
         r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
@@ -49,7 +49,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
         r"^(?P<level>[IWEFDT]) [\w./<>-]+:\d+\] ",  # TensorFlow's and Horovod's D and T too
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
-        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
+        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
+        r"(?::? |(?=\[\d{1,5},\d+\]<std))",  # a space after it, or Open MPI's tag glued to it
         # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
         # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
         r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",
@@ -110,6 +111,11 @@ _LOCAL_IN_MESSAGE = re.compile(
 _PID_OF_RANK = re.compile(
     r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
 )
+def binds_pid(line: str) -> bool:
+    """Whether ``line`` may bind a pid to a rank (a cheap test before unwrapping it)."""
+    return ("id" in line or "ID" in line) and _PID_OF_RANK.search(line) is not None
+
+
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
@@ -163,7 +169,7 @@ def unwrap(line: str) -> LineFacts:
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
-    host = found.get("host")
+    host = found.get("host") if found.get("host") != "-" else None  # NCCL's hidden host
     if rank is None:
         rank = _message_rank(text)
         bound = rank is not None and pid is None and ("id" in text or "ID" in text)

@@ -20,6 +20,11 @@ a local index (`worker-1: [default3]:`, srun's `1: [default3]:`), counts nodes a
 When a line carries several, a `rank` tag wins over a `worker` one and any global tag over a local
 one (`[default1]:[rank1]:`). A process whose head names its pid (Ray's `(Worker pid=7, ...)`,
 NCCL's `host:pid:tid`) and whose lines name one rank in their words is that rank.
+
+A process named by its parallel groups (vLLM's `Worker_TP4_EP4`, SGLang's `[time TP3]`) is its
+tensor-parallel index only when no other split of the world (DP, PP, CP) shows in the log and
+each index is one process; the reading says it is that inference. A line binding a pid to a rank
+(`process rank 0 with PID 19474`) is kept, for a head that names the pid alone (`[host:19474]`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from signatures.lines import unwrap
+from signatures.lines import binds_pid, unwrap
 
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
@@ -263,7 +268,7 @@ def learn(lines: Iterable[str]) -> TagModel:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
-        if "pid" in line or "PID" in line:  # "process rank 0 with PID 19474 on node n7"
+        if binds_pid(line):  # "process rank 0 with PID 19474 on node n7"
             facts = unwrap(line)
             if facts.rank is not None and facts.pid is not None:
                 model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)

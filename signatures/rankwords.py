@@ -1,6 +1,6 @@
 """The rank a message names in its words, and whether it names the speaker or a peer.
 
-A line says which process it is in many words: `rank 3`, `Rank 3`, `[Rank 3]`, `rank=3`,
+A line says which process it is in many words: `rank 3`, `Rank 3`, `[Rank 3]`, `rank=3`, `rank=[3]`,
 `global rank 3`, `world_rank=3`, `task 3`, `task:3`, `worker 3`, `process_index=3`, or a
 bracketed index as its subject (`[3] is setting up NCCL communicator`). A bare `process N` is
 left out (it is a pid as often: "Process 20398 has 14.5 GiB memory in use", "Sending process 29
@@ -12,7 +12,11 @@ being taken for the speaker:
 - a rank the speaker talks *about* is a peer: one after a preposition (`from rank 3`, `to rank
   3`, `with rank 3`), after a verb of waiting or expecting (`waiting for rank 3`, `expected rank
   3`), or the subject of a sentence about its absence (`Rank 3 is not responding`). The subject
-  of any other sentence is the speaker.
+  of any other sentence is the speaker. A rank naming the process of a noun phrase ("the trainer
+  process with rank=[3] was aborted") is that process; the phrase itself may be a peer
+  ("waiting for the process with rank 3") or acted on ("killing the worker with rank 3");
+- a rank within a group or a node (`node rank 1`, `data parallel rank 3`, `DP rank 2`) is no
+  rank of the world.
 """
 
 from __future__ import annotations

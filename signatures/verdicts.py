@@ -29,8 +29,10 @@ SEVERAL = -1  # the rank recorded for a verdict that names several
 
 def verdict_of(message: str, rank: int | None) -> int | None:
     """The rank a launcher's verdict on a death names (SEVERAL for a list), None if no verdict."""
-    if _SEVERAL.search(message):
+    if any(w in message for w in ("anks", "asks", "ANKS", "ASKS", "rocesses")) and _SEVERAL.search(message):
         return SEVERAL
+    if rank is None:
+        return None
     m = _VERDICT.search(message)
     if m is None or "thread" in m.group("gap").lower():
         return None

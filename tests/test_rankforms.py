@@ -39,6 +39,7 @@ def rank_of(library: Library, text: str) -> int | None:
         (f"Thu Mar  7 09:01:02 2024[1,5]<stdout>:{BOOM}", 5),  # glued, one-digit day padded
         (f"Fri Nov 15 23:59:59 2019 [1,12]<stderr>: {BOOM}", 12),  # spaced
         (f"Thu Mar  7 09:01:02 2024 [rank6]: {BOOM}", 6),
+        (f"2024-03-07T09:01:02.125[1,5]<stderr>:{BOOM}", 5),  # an ISO time glued to the tag
         (f"Thu Mar  7 09:01:02 2024 {BOOM}", None),  # a time is no tag
         (f"{BOOM} at Thu Mar  7 09:01:02 2024[1,5]", None),  # inside the message: not a head
     ],
@@ -267,6 +268,13 @@ def test_a_launchers_verdict_naming_one_failed_rank_is_an_untagged_failures(
     assert d.initiating.rank == rank
 
 
+def test_a_verdict_names_no_untagged_line_of_a_tagged_log_nor_a_local_index(library: Library) -> None:
+    verdict = "ERROR:runner: Rank 3 crashed with exit code 1.\n"
+    tagged = "".join(f"[rank{v}]: step 3\n" for v in range(4))
+    assert rank_of(library, f"{tagged}{BOOM}\n{verdict}") is None  # not a rank's own line
+    assert rank_of(library, f"[local1]: {BOOM}\n{verdict}") is None  # local 1 may be another rank
+
+
 def test_a_verdict_above_the_failure_is_about_an_earlier_death(library: Library) -> None:
     log = f"ERROR:runner: Rank 3 crashed with exit code 1.\nrestarting\n{BOOM}\n"
     d = run(library, log)
@@ -305,3 +313,14 @@ def test_a_rank_within_a_group_or_node_is_no_world_rank(message: str, rank: int 
 )
 def test_more_launchers_forms_of_the_rank(line: str, rank: int | None) -> None:
     assert unwrap(line).rank == rank
+
+
+@pytest.mark.parametrize(("pid", "rank"), [(4242, 6), (4243, None)])
+def test_nccls_prefix_with_its_host_hidden_still_names_the_pid(
+    library: Library, pid: int, rank: int | None
+) -> None:
+    comm = "NCCL INFO comm 0x1b83 rank 6 nranks 8 cudaDev 0 - Init COMPLETE"
+    log = f"-:4242:4250 [0] {BOOM}\n-:{pid}:{pid} [0] {comm}\n"
+    d = run(library, log)
+    assert d.initiating is not None and BOOM in d.initiating.text
+    assert (d.initiating.rank, d.initiating.host) == (rank, None)  # "-" is no host
