@@ -37,11 +37,16 @@ from dataclasses import dataclass, field
 from signatures.episodes import box_lines, continues
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
+from signatures.introduced import introduced_rank
+from signatures.kernelasserts import is_assert_report, is_kernel_assert, reporting_rank
 from signatures.lines import unwrap
+from signatures.pids import HOST_PID, head_pid_rank
 from signatures.processtags import Reading, TagModel, learn
+from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
+from signatures.verdicts import Verdict, verdict_of, verdict_rank
 
 SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
 
@@ -62,6 +67,8 @@ class Roster:
     world_of_one: bool = False  # the job says it has one rank, and no line names another
     hosts: set[str] = field(default_factory=set)  # every host a line read names
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
+    assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
+    verdicts: dict[int, list[Verdict]] = field(default_factory=dict)  # a launcher's, on a death
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -117,6 +124,11 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
+        for hit in scan.hits:
+            if hit.rank is not None and is_assert_report(hit.text):
+                r.assert_reports.setdefault(scan.file_index, []).append((hit.line, hit.rank))
+            if not hit.facts.tagged and (said := verdict_of(hit.facts.message, hit.rank)) is not None:
+                r.verdicts.setdefault(scan.file_index, []).append((hit.line, said, hit.host, hit.facts.pid))
         for hit in scan.hits:  # a line with both a rank tag and an NCCL prefix names its pid's rank
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
@@ -191,7 +203,7 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     if daemon:  # the step's own line: srun's label on it names no process
         return (task, "srun's report below it names that task") if task is not None else (None, None)
     if reading.rank is not None and "rank" not in hit.groups:
-        return reading.rank, None  # the log's own process tag ("[rank13]" over srun's "5: ")
+        return reading.rank, reading.note  # the log's own process tag ("[rank13]" over srun's "5: ")
     tags = r.tags.get(hit.file_index)
     if hit.rank is not None and not (hit.facts.tagged and tags and tags.counts_nodes(hit.text, hit.rank)):
         return hit.rank, None
@@ -199,12 +211,16 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return 0, "the job has one rank (world size 1)"
     if (rank := statement_rank(hit)) is not None:
         return rank, "the rest of its message names that rank"
+    if (rank := introduced_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "the fields of the report it belongs to name that rank"
     if (rank := entry_rank(hit.before, hit.text, hit.after)) is not None:
         return rank, "its entry of the launcher's failure table names that rank"
     if len(box := {n for t in box_lines(hit) if (n := unwrap(t).rank) is not None}) == 1:
         return box.pop(), "the launcher's box it is reported in names that process"
     if hit.facts.pid is not None and (rank := r.rank_of_pid(hit.host, hit.facts.pid)) is not None:
         return rank, f"NCCL's line for pid {hit.facts.pid} names its rank"
+    if (found := head_pid_rank(hit, r.by_pid, r.tags.get(hit.file_index))) is not None:
+        return found[0], f"its head's {found[1]} is the pid the launcher names with that rank"
     local = hit.local_rank if hit.local_rank is not None else reading.local
     if local is not None and (rank := r.rank_of_local(hit.host, local)) is not None:
         where = "the job runs on one node" if r.single_node and (hit.host, local) not in r.by_local else None
@@ -223,10 +239,27 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     first = r.first_failure.get(hit.file_index)
     if first is not None and (local is None or first.local_rank == local):
         return first.rank, "the launcher's failure table names it the first failure"
+    if is_kernel_assert(hit.text) and (
+        (rank := reporting_rank(r.assert_reports.get(hit.file_index, ()), line)) is not None
+    ):
+        return rank, "the report of the device-side assert below it names that rank"
     if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
         return above, "the nearest tagged line above it, in the same block, is that rank's"
+    if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
+        return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
     name = r.name_rank.get(hit.file_index)
-    return (name, "the file's name") if name is not None else (None, None)
+    if name is not None:
+        return name, "the file's name"
+    head = HOST_PID.match(hit.facts.message)
+    host = hit.host or reading.host or (head.group("host") if head else None)
+    pid = hit.facts.pid if hit.facts.pid is not None else int(head.group("pid")) if head else None
+    verdicts = r.verdicts.get(hit.file_index, ())
+    # Only in a log that does not tag its ranks, for a line with no local index of its own: an
+    # untagged line among tagged ones is no rank's output, and a local index may be another's.
+    untagged_log = not (tags and tags.global_shapes)
+    if untagged_log and local is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+        return rank, "the launcher's verdict below it names that rank as the one that failed"
+    return None, None
 
 
 def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, Candidate
 from signatures.lines import unwrap
 
 _FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*?)\s*$")
@@ -99,3 +100,50 @@ def is_exit_field(text: str) -> bool:
 
 def is_root_cause_head(text: str) -> bool:
     return _ROOT_CAUSE_HEAD.match(unwrap(text).message) is not None
+
+
+def demote_other_entries(cands: list[Candidate]) -> None:
+    """torchrun's table: an entry under ``Failures:`` failed after its ``Root Cause`` entry."""
+    fields = [c for c in cands if is_field(c.hit.text)]
+    listed: list[Candidate] = []  # fields above the root-cause head, the lowest first
+    for c in sorted(fields, key=lambda c: (c.hit.file_index, -c.hit.line)):
+        # the head may lie past the lines kept below c: a field below it in the same section knows
+        if listed_before_root_cause(c.hit.before, c.hit.text, c.hit.after) or any(
+            x.hit.file_index == c.hit.file_index and same_table(x.hit.before, x.hit.line - c.hit.line)
+            for x in listed
+        ):
+            listed.append(c)
+    for c in listed:
+        if c.tier < TIER_BENIGN:
+            _later_entry(c)
+    # of one entry, its exitcode line states the failure: the head above it and its other fields
+    # (rank, the traceback field's signal) say the same of it and yield to that line
+    statements = [c for c in fields if is_exit_field(c.hit.text)]
+    for c in cands:
+        if (is_root_cause_head(c.hit.text) or (c in fields and c not in statements)) and any(
+            s.hit.file_index == c.hit.file_index and abs(s.hit.line - c.hit.line) <= TABLE_REACH
+            for s in statements
+        ):
+            c.yields = True
+
+
+def demote_later_root_causes(cands: list[Candidate]) -> None:
+    """Several agents (nodes) print one failure table each: the root cause whose entry's ``time``
+    is the earliest failed first; the other tables' entries report later failures."""
+    timed = [
+        (t, c)
+        for c in cands
+        if c.tier < TIER_BENIGN and (t := entry_time(c.hit.before, c.hit.text, c.hit.after))
+    ]
+    if len({t for t, _ in timed}) < 2:
+        return
+    first = min(t for t, _ in timed)
+    for t, c in timed:
+        if t > first:
+            _later_entry(c)
+
+
+def _later_entry(c: Candidate) -> None:
+    # a later failure: a symptom beside the first; among the table's wrapper lines, after the first
+    c.yields = True
+    c.tier = max(c.tier, TIER_DOWNSTREAM)

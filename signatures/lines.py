@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from signatures.rankwords import is_peer, speaker_rank
+from signatures.rankwords import is_peer, other_kind, speaker_rank, within_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -32,24 +32,28 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
-        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,4})\]:? ?",
+        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
-        r"^\[1,(?P<rank>\d+)\]<std(?:out|err)>: ?",  # mpirun --tag-output
+        r"^\[\d{1,5},(?P<rank>\d+)\]<std(?:out|err|diag)>: ?",  # mpirun --tag-output: [job,rank]
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
-        r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):\d+ \[\d+\] ",
+        r"^(?P<host>[A-Za-z0-9][\w.-]*|-):(?P<pid>\d+):\d+ \[\d+\] ",  # "-" when the host is hidden
         # glog: [E321 02:07:08.408 ProcessGroupNCCL.cpp:607] or W0823 18:56:31.554000 40177 f.py:12]
         r"^\[?(?P<level>[IWEF])(?P<glogts>\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? +[\w./<>-]+:\d+\] ",
         r"^\[(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",  # old glog: [E ProcessGroupNCCL.cpp:475]
         # abseil's glog with an unset clock (E0000 00:00:1738697930.202924 7665 f.cc:522]) and
         # TensorFlow's short head (E tensorflow/core/kernels/x.cc:157]): the level, no usable time
         r"^(?P<level>[IWEF])\d{4} \d\d:\d\d:\d+(?:\.\d+)? +\d+ +[\w./<>-]+:\d+\] ",
-        r"^(?P<level>[IWEF]) [\w./<>-]+:\d+\] ",
+        r"^(?P<level>[IWEFDT]) [\w./<>-]+:\d+\] ",  # TensorFlow's and Horovod's D and T too
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
-        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?:? ",
+        r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
+        r"(?::? |(?=\[\d{1,5},\d+\]<std))",  # a space after it, or Open MPI's tag glued to it
+        # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
+        # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
+        r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",
         r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
         r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
@@ -85,6 +89,7 @@ _RANK_IN_MESSAGE = re.compile(
     r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?(?:\([^)\n]*\) )?)?[Rr]ank (?P<rank>\d+)\]"
     r"|\bprocess rank (?P<mpi>\d+) with PID\b"
     r"|\b[Pp]rocess (?P<spawn>\d+) terminated with\b"
+    r"|\b[Pp]rocess (?P<of>\d+) ?(?:of|/) ?\d+\b"  # "process 3 of 8": a pid is never counted out of N
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
     r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
@@ -92,13 +97,25 @@ _RANK_IN_MESSAGE = re.compile(
     r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
+    r"|^Process name: (?P<pname>\d+)\s*$"  # Horovod's report of the first process to exit: its rank
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "task", "lead", "kv", "subj", "own", "vpid")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "of", "task", "lead", "kv", "subj", "own", "vpid", "pname")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(
     r"\blocal_rank: (?P<local>\d+)(?: \(pid: (?P<pid>\d+)\))?|--local[_-]rank=(?P<arg>\d+)\b"
 )
+# A pid bound to the rank the message names, in one phrase: mpirun's "process rank 0 with PID
+# 19474", a launcher's "rank 3 (pid=812)" / "rank: 3, pid: 812". A pid elsewhere in the line
+# ("killing worker with PID 9") may be another process's, so it is not read.
+_PID_OF_RANK = re.compile(
+    r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
+)
+def binds_pid(line: str) -> bool:
+    """Whether ``line`` may bind a pid to a rank (a cheap test before unwrapping it)."""
+    return ("id" in line or "ID" in line) and _PID_OF_RANK.search(line) is not None
+
+
 # A host the message names: mpirun's "on node gpu-17", srun's "srun: error: gpu-17: task 3".
 _HOST_IN_MESSAGE = re.compile(
     r"\bon node (?P<host>[A-Za-z0-9][\w.-]*)\b|^srun: error: (?P<srun>[A-Za-z0-9][\w.-]*): tasks? "
@@ -152,9 +169,12 @@ def unwrap(line: str) -> LineFacts:
     tagged = rank is not None
     local = int(found["local"]) if "local" in found else None
     pid = int(found["pid"]) if "pid" in found else None
-    host = found.get("host")
+    host = found.get("host") if found.get("host") != "-" else None  # NCCL's hidden host
     if rank is None:
         rank = _message_rank(text)
+        bound = rank is not None and pid is None and ("id" in text or "ID" in text)
+        if bound and (m := _PID_OF_RANK.search(text)):
+            pid = int(m.group("pid"))
     named = "local_rank" in text or "local-rank" in text
     if local is None and named and (m := _LOCAL_IN_MESSAGE.search(text)):
         local = int(m.group("local") or m.group("arg"))
@@ -162,6 +182,8 @@ def unwrap(line: str) -> LineFacts:
     if host is None and (m := _HOST_IN_MESSAGE.search(text)):
         host = m.group("host") or m.group("srun")
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
+    if time is None and "ctime" in found:
+        time = _ctime(found["ctime"])
     level = found["level"][0] if "level" in found else None
     if level is None and (m := _LEVEL_ONLY.match(text)):
         level = (m.group("word") or m.group("letter"))[0]
@@ -173,13 +195,27 @@ def _message_rank(text: str) -> int | None:
     # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
     for m in _RANK_IN_MESSAGE.finditer(text):
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
-        if not is_peer(text, m.start(group), m.end(group)):
+        if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
+            continue  # "Local rank: 4", "local_rank=4": a per-node index
+        if group == "of" and other_kind(text, m.start()):
+            continue  # "DataLoader worker process 3 of 8"
+        word = text.lower().rfind("rank", m.start(), m.start(group))
+        if word >= 0 and within_group(text, word):
+            continue  # "node rank 1", "data parallel rank 3": a rank within a group
+        if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
     return speaker_rank(text)
 
 
 def _iso(ts: str) -> str:
     return ts.replace(",", ".").replace(" ", "T", 1)
+
+
+def _ctime(ts: str) -> str | None:
+    try:
+        return datetime.strptime(" ".join(ts.split()), "%a %b %d %H:%M:%S %Y").isoformat()
+    except ValueError:
+        return None
 
 
 def _glog_time(ts: str) -> str:

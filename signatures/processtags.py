@@ -20,6 +20,11 @@ a local index (`worker-1: [default3]:`, srun's `1: [default3]:`), counts nodes a
 When a line carries several, a `rank` tag wins over a `worker` one and any global tag over a local
 one (`[default1]:[rank1]:`). A process whose head names its pid (Ray's `(Worker pid=7, ...)`,
 NCCL's `host:pid:tid`) and whose lines name one rank in their words is that rank.
+
+A process named by its parallel groups (vLLM's `Worker_TP4_EP4`, SGLang's `[time TP3]`) is its
+tensor-parallel index only when no other split of the world (DP, PP, CP) shows in the log and
+each index is one process; the reading says it is that inference. A line binding a pid to a rank
+(`process rank 0 with PID 19474`) is kept, for a head that names the pid alone (`[host:19474]`).
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from signatures.lines import unwrap
+from signatures.lines import binds_pid, unwrap
 
 _SKIP = re.compile(
     r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
+    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}"  # ctime(), glued to a tag
     r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
     r"|(?:stdout|stderr) [FP])(?=\s|\[|\(|$)"
 )
@@ -42,8 +48,14 @@ _TOKEN = re.compile(
     r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)):?"
     r"|(?P<bracket>\[[^\[\]\s]{1,48}\](?:<std(?:out|err)>)?:?|\[[A-Za-z_]+[ :=]{1,2}\d{1,6}\]:?)"
     r"|(?P<replica>[A-Za-z][\w.-]{0,60}/\d+)(?=\s)"
-    r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$))"
+    r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$)"
+    r"|(?P<groups>(?:(?:TP|DP|PP|EP|CP)\d{1,4}[ _]?)+\]?:?)(?=\s|$))"
 )
+# A process named by its parallel groups: vLLM's "Worker_TP4_EP4", SGLang's "[time DP1 TP3]".
+_GROUP = re.compile(r"(?<![A-Za-z0-9])(?P<kind>TP|DP|PP|EP|CP)(?P<n>\d{1,4})(?![A-Za-z0-9])")
+# Groups that split the world beside tensor parallelism: with any of them shown, a TP index is
+# only a rank within its group. Expert parallelism spans the same ranks as TP in these names.
+_OTHER_GROUPS = frozenset({"dp", "pp", "cp"})
 _NUMBER = re.compile(r"\d+")
 _LETTER = re.compile(r"[A-Za-z]")
 _STREAM = re.compile(r"<std(?:out|err)>")
@@ -97,7 +109,11 @@ def read_head(line: str) -> Head:
             process = process or ":".join(m.group("nccl").split(":")[:2])
             qualified = True
             continue
+        if (groups := m.group("groups")) is not None:
+            tokens.extend(_group_tokens(groups))
+            continue
         if (ray := m.group("ray")) is not None:
+            tokens.extend(_group_tokens(ray.split(" ", 1)[0]))
             for kv in _KEY_VALUE.finditer(ray):
                 key, value = kv.group("key"), kv.group("value")
                 if key == "ip":
@@ -117,6 +133,10 @@ def read_head(line: str) -> Head:
             host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
             qualified = True  # what follows is an index within that node
     return Head(tuple(tokens), host, process and f"{host}/{process}")
+
+
+def _group_tokens(name: str) -> list[Token]:
+    return [Token(f"<{g['kind']}#>", int(g["n"]), g["kind"].lower()) for g in _GROUP.finditer(name)]
 
 
 def _process_word(token: str) -> bool:
@@ -155,6 +175,7 @@ class Reading:
     rank: int | None = None
     local: int | None = None
     host: str | None = None
+    note: str | None = None  # when the rank is an inference, what it rests on
 
 
 @dataclass
@@ -167,6 +188,8 @@ class TagModel:
     rank_of_process: dict[str, int] = field(default_factory=dict)
     local_values: set[int] = field(default_factory=set)  # every local index a tag showed
     coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
+    parallel_shapes: set[str] = field(default_factory=set)  # a TP index taken as the rank
+    rank_of_pid: dict[tuple[str | None, int], int] = field(default_factory=dict)  # a line binds them
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -175,7 +198,11 @@ class TagModel:
         if rank is None and head.process is not None:
             rank = self.rank_of_process.get(head.process)
         local = next((t.value for t in head.tokens if self._is(t, self.local_shapes, LOCAL_WORDS)), None)
-        return Reading(rank, local, head.host)
+        note = None
+        if rank is not None and any(t.shape in self.parallel_shapes for t in head.tokens):
+            note = f"its tensor-parallel index TP{rank}, taken as the rank"
+            note += ": the log shows no other parallel group"
+        return Reading(rank, local, head.host, note)
 
     def rank_in(self, head: Head) -> int | None:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
@@ -229,6 +256,8 @@ def learn(lines: Iterable[str]) -> TagModel:
         elif word is None and _bare_tag(counts):
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
+    model.parallel_shapes = _tp_as_rank(heads)
+    model.global_shapes |= model.parallel_shapes
     model.coarse_shapes = _coarser(heads, model)
     model.global_shapes -= model.coarse_shapes
     model.local_values = {v for shape in model.local_shapes for v in values[shape]}
@@ -239,6 +268,10 @@ def learn(lines: Iterable[str]) -> TagModel:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
+        if binds_pid(line):  # "process rank 0 with PID 19474 on node n7"
+            facts = unwrap(line)
+            if facts.rank is not None and facts.pid is not None:
+                model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)
     # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
     model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
     return model
@@ -265,6 +298,26 @@ def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
                 if b.shape != a.shape:
                     seen[(a.shape, a.value, b.shape)].add(b.value)
     return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
+
+
+def _tp_as_rank(heads: list[tuple[str, Head]]) -> set[str]:
+    # A tensor-parallel index is the global rank only when it is the only split of the world the
+    # log's names show (no DP, PP or CP group anywhere) and each index is one process (one pid
+    # where heads name pids): two engines' TP0 in one log are two processes, neither rank 0.
+    kinds: set[str] = set()
+    pids: dict[int, set[str]] = defaultdict(set)
+    shapes: set[str] = set()
+    for _, head in heads:
+        for t in head.tokens:
+            if t.shape.startswith("<") and t.shape.endswith("#>"):
+                kinds.add(t.word or "")
+                if t.word == "tp":
+                    shapes.add(t.shape)
+                    if head.process is not None:
+                        pids[t.value].add(head.process)
+    if kinds & _OTHER_GROUPS or any(len(p) > 1 for p in pids.values()):
+        return set()
+    return shapes
 
 
 def _bare_tag(counts: Counter[int]) -> bool:

@@ -18,9 +18,10 @@ inside that list), the root-cause entry of another agent's table whose `time` is
 nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
 a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it);
-and episodes.py picks which
-line of a several-line failure states it. Every rule here has a test in tests/test_ranking.py
-(episodes: test_episodes.py).
+and episodes.py and reports.py pick which line of a several-line failure states it (a signal
+box's field that names the signal, a logged traceback's exception line). Frame rules name an
+exception by the frames where it was raised, up to the nearest installed package's. Every rule
+here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py).
 """
 
 from __future__ import annotations
@@ -54,19 +55,20 @@ from signatures.episodes import (
     move_to_stated_detail,
     stack_of_quiet_record,
 )
-from signatures.failtable import (
-    TABLE_REACH,
-    entry_time,
-    is_exit_field,
-    is_field,
-    is_root_cause_head,
-    listed_before_root_cause,
-    same_table,
-)
+from signatures.failtable import demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.progress import Progress
+from signatures.reports import (
+    abort_follows_its_error,
+    join_same_instant_reports,
+    move_to_coded_detail,
+    quiet_traceback_records,
+    restore_quoted_causes,
+    yield_carriers,
+    yield_report_banners,
+)
 from signatures.shapes import ShapeKind, nccl_fell_back
 from signatures.spec import Outcome, Signature
 from signatures.stops import demote_step_beside_job, demote_teardown
@@ -130,13 +132,20 @@ def candidates(
         out.append(cand)
     out = drop_wrapped_halves(move_introductions(out))
     move_to_box_leads(out)
+    yield_report_banners(out)
+    yield_carriers(out)
+    move_to_coded_detail(out)
+    join_same_instant_reports(out)
+    abort_follows_its_error(out)
+    restore_quoted_causes(out)
+    quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
     _demote_late_unknowns(out)
-    _demote_other_failures_of_box(out)
-    _demote_later_root_causes(out)
+    demote_other_entries(out)
+    demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
     return out
@@ -160,66 +169,22 @@ def _demote_survived_errors(cands: list[Candidate]) -> None:
 def _promote_episode_leads(cands: list[Candidate]) -> None:
     # A statement printed just before a traceback ("ERROR: Unexpected bus error encountered in
     # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
-    # in, first. When no signature knows that exception, the statement leads: it is earlier.
+    # in, first. When no signature knows that exception, the statement leads: it is earlier;
+    # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
+    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError).
     generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
+    raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     for c in cands:
         if c.signature is not None or c.tier != TIER_UNKNOWN:
             continue
         header = leads_into_traceback(c, generic)
         if header is None:
             continue
-        ending = first_after(
-            [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION], c.hit.file_index, header
-        )
+        ending = first_after(raised, c.hit.file_index, header)
         if ending is None or ending.signature is None:
             c.tier = TIER_INITIATING
-
-
-def _demote_other_failures_of_box(cands: list[Candidate]) -> None:
-    """torchrun's table: an entry under ``Failures:`` failed after its ``Root Cause`` entry."""
-    fields = [c for c in cands if is_field(c.hit.text)]
-    listed: list[Candidate] = []  # fields above the root-cause head, the lowest first
-    for c in sorted(fields, key=lambda c: (c.hit.file_index, -c.hit.line)):
-        # the head may lie past the lines kept below c: a field below it in the same section knows
-        if listed_before_root_cause(c.hit.before, c.hit.text, c.hit.after) or any(
-            x.hit.file_index == c.hit.file_index and same_table(x.hit.before, x.hit.line - c.hit.line)
-            for x in listed
-        ):
-            listed.append(c)
-    for c in listed:
-        if c.tier < TIER_BENIGN:
-            _later_entry(c)
-    # of one entry, its exitcode line states the failure: the head above it and its other fields
-    # (rank, the traceback field's signal) say the same of it and yield to that line
-    statements = [c for c in fields if is_exit_field(c.hit.text)]
-    for c in cands:
-        if (is_root_cause_head(c.hit.text) or (c in fields and c not in statements)) and any(
-            s.hit.file_index == c.hit.file_index and abs(s.hit.line - c.hit.line) <= TABLE_REACH
-            for s in statements
-        ):
-            c.yields = True
-
-
-def _demote_later_root_causes(cands: list[Candidate]) -> None:
-    """Several agents (nodes) print one failure table each: the root cause whose entry's ``time``
-    is the earliest failed first; the other tables' entries report later failures."""
-    timed = [
-        (t, c)
-        for c in cands
-        if c.tier < TIER_BENIGN and (t := entry_time(c.hit.before, c.hit.text, c.hit.after))
-    ]
-    if len({t for t, _ in timed}) < 2:
-        return
-    first = min(t for t, _ in timed)
-    for t, c in timed:
-        if t > first:
-            _later_entry(c)
-
-
-def _later_entry(c: Candidate) -> None:
-    # a later failure: a symptom beside the first; among the table's wrapper lines, after the first
-    c.yields = True
-    c.tier = max(c.tier, TIER_DOWNSTREAM)
+        elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
+            c.tier, c.yields = max(c.tier, ending.tier), True
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:
@@ -320,12 +285,19 @@ def _tier(sig: Signature | None) -> int:
     return TIER_UNKNOWN if sig is None else _ROLE_TIER[sig.role.value]
 
 
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+
+
 def _by_frames(hit: Hit, library: Library) -> Signature | None:
-    """The signature whose traceback_frames match the deepest frame of this exception."""
+    """The signature whose traceback_frames match where this exception was raised: the frames
+    from the deepest up to the deepest one of an installed package (the library that raised it;
+    frames above it only passed the call through, as a compiler's wrapper around user code)."""
     for frame in reversed(hit.view.frames):
         for rule in library.frame_rules:
             if rule.pattern.search(frame):
                 return rule.signature
+        if _INSTALLED.search(frame):
+            return None
     return None
 
 

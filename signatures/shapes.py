@@ -251,6 +251,8 @@ SHAPES: tuple[Shape, ...] = (
             b"killed due to ",
             b"killed because of ",
             b"killed by ",
+            b"was aborted",
+            b"were aborted",
             *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
         ),
         re.compile(
@@ -261,6 +263,8 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
+            # a launcher's verdict in prose: "the trainer process with rank=[3] was aborted"
+            r"|\bprocess(?:es)?\b[^\n]{0,80}\b(?:was|were) aborted\b"
         ),
         pattern=(
             r"Segmentation fault|core dumped"
@@ -270,6 +274,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
             r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
             r"|[Rr]eceived SIG[A-Z]"
+            r"|(?:was|were) aborted"
         ),
     ),
     Shape(

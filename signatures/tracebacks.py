@@ -24,8 +24,11 @@ CHAIN = re.compile(
 )
 # TensorFlow 1.x names the exception and points back: "ResourceExhaustedError (see above for traceback): ..."
 _SEE_ABOVE = r"(?: \(see above for traceback\))?"
+# A wrapper names the exception it carries in parentheses: Ray's "RayTaskError(OutOfMemoryError): ..."
+_CARRIED = r"(?:\((?:[A-Za-z_]\w*\.){0,6}[A-Za-z_]\w*\))?"
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+    + _CARRIED
     + _SEE_ABOVE
     + r"(?::|$)"
 )
@@ -33,6 +36,7 @@ EXCEPTION = re.compile(
 EXCEPTION_LINE = re.compile(
     r"^[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?"
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
+    + _CARRIED
     + _SEE_ABOVE
     + r"(?::|\**$|$)"
     r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"

@@ -340,3 +340,24 @@ def test_a_launcher_that_received_a_signal_and_exits_reports_a_death_at_any_leve
     assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
     informed = "[2025-08-15 08:42:11,420] [INFO] [launch.py:328:sigkill_handler] received SIGINT\n"
     assert run(library, cleanup + informed).status is not Status.UNRECOGNIZED  # no exit stated
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "rpc.RemoteCallError(KeyError): Trainer.step() on worker 3",
+        "TaskFailedError(torch.cuda.OutOfMemoryError): actor Policy[rank=1] ran out",
+    ],
+)
+def test_a_wrapper_naming_the_exception_it_carries_is_an_exception_line(library: Library, line: str) -> None:
+    # the carried class in parentheses (Ray's `RayTaskError(OutOfMemoryError): ...`), frames below it
+    log = f'{line}\n  File "/srv/app/worker.py", line 12, in step\n    out = self.model(batch)\n'
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+
+
+def test_a_launchers_verdict_that_a_process_was_aborted_is_a_death_in_prose(library: Library) -> None:
+    d = run(library, "job started\nsupervisor: 2 of 8 worker processes were aborted; see their logs\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    # an aborted request, download or transaction is no process's death
+    assert run(library, "GET /health was aborted by the client\nstep 1 loss 0.3\n").status is Status.CLEAN

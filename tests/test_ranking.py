@@ -146,6 +146,53 @@ def test_wrapper_points_at_inner_cause_and_assert_echo(library: Library) -> None
     assert d.initiating and d.initiating.line == 3 and "assert isinstance" in d.initiating.text
 
 
+def test_frames_name_an_exception_only_where_it_was_raised(library: Library) -> None:
+    # The compiler's frame only passed the call through (its wrapper around user code): the
+    # exception was raised in another installed package, so the compiler's rule does not name it.
+    through = (
+        "Traceback (most recent call last):\n"
+        '  File "/env/lib/python3.12/site-packages/torch/_inductor/wrap.py", line 40, in _fn\n'
+        "    return fn(*args)\n"
+        '  File "/home/me/train.py", line 9, in step\n'
+        "    gather(t)\n"
+        '  File "/env/lib/python3.12/site-packages/torch/distributed/c10d.py", line 80, in gather\n'
+        "    work = group.gather(t)\n"
+        "RuntimeError: peers 2, 5 never reached the gather\n"
+    )
+    d = run(library, through)
+    assert d.signature is None and d.initiating and d.initiating.line == 8
+    # raised in user code that the compiler's frame called: the compiler's frame is the nearest
+    # installed package, so the rule holds (as before)
+    inside = (
+        "Traceback (most recent call last):\n"
+        '  File "/env/lib/python3.12/dist-packages/torch/_inductor/graph.py", line 40, in run\n'
+        "    return self.lower(node)\n"
+        '  File "/home/me/custom_op.py", line 9, in lower\n'
+        "    raise ValueError(node)\n"
+        "ValueError: cannot lower node 7\n"
+    )
+    d = run(library, inside)
+    assert d.signature and d.signature.id == "inductor-bug"
+
+
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [("[Rank 2] peer-timeout happened", "peer-timeout"), ("kernel-fault happened", "kernel-fault")],
+)
+def test_a_statement_introducing_a_known_exceptions_traceback_gives_way_to_it(
+    library: Library, ending: str, expected: str
+) -> None:
+    log = (
+        "2026-01-02 10:00:00,100 ERROR sweep.py:80 -- job 7 of the sweep failed\n"
+        'Traceback (most recent call last):\n  File "/srv/sweep.py", line 80, in run\n'
+        "    result = wait(job)\n"
+        f"RuntimeError: {ending}\n"
+    )
+    d = run(library, log)
+    assert d.signature and d.signature.id == expected
+    assert d.initiating and d.initiating.line == 5
+
+
 def test_unknown_error_after_a_downstream_symptom_loses_to_it(library: Library) -> None:
     log = (
         "[Rank 1] peer-timeout happened\n"
