@@ -52,6 +52,51 @@ class BulkLines:
         return found
 
 
+class NeedleLines:
+    """Hyperscan over a chunk for several literals at once: per literal, the starts of its lines.
+
+    ``bytes.find`` reads the chunk once per literal, found or not (~0.9 ms per MB each); this reads
+    it once for all of them.
+    """
+
+    def __init__(self, needles: tuple[bytes, ...]) -> None:
+        expressions = [re.escape(n) for n in needles]
+        self.count = len(needles)
+        self.db, _ = hyperscan_database(expressions, [0] * len(needles), list(range(len(needles))))
+
+    def starts(self, chunk: bytes, first: int) -> list[list[int]]:
+        ends: list[list[int]] = [[] for _ in range(self.count)]
+
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
+            ends[pid].append(end)
+
+        self.db.scan(chunk, match_event_handler=on_match)
+        found: list[list[int]] = []
+        for needle_ends in ends:
+            lines: list[int] = []
+            stop = -1  # the end of the last line found: later matches on it add nothing
+            for end in needle_ends:  # in order of end offset
+                if end <= stop:
+                    continue
+                start = chunk.rfind(b"\n", 0, end - 1) + 1
+                stop = chunk.find(b"\n", end)
+                if stop < 0:
+                    stop = len(chunk)
+                if start >= first:
+                    lines.append(start)
+            found.append(lines)
+        return found
+
+
+@cache
+def needle_lines(needles: tuple[bytes, ...]) -> NeedleLines | None:
+    """The one-pass finder of ``needles``; None when it cannot be built (no hyperscan)."""
+    try:
+        return NeedleLines(needles)
+    except Exception:  # no hyperscan, or it refuses a literal: bytes.find it is
+        return None
+
+
 @cache
 def bulk_lines(pattern: str, ignore_case: bool) -> BulkLines | None:
     """The bulk line finder for a verifier ``pattern``; None when it cannot be built."""

@@ -12,6 +12,7 @@ import re
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import cache
 
 from signatures.demote import bulk_locate
 from signatures.environment import read_fact
@@ -35,6 +36,7 @@ CONTEXT_LINE = 8192  # bytes of a context line kept: the end of one above a hit,
 MANY_SEGMENTS = 32  # a line of more segments has each read only by the patterns found in it
 VERDICTS_KEPT = 4096  # distinct rejected lines remembered per text
 VERDICT_LINE = 1024  # longer lines are not remembered (memory stays bounded)
+SEGMENTS_KEPT = 4096  # distinct unwrapped segments of multi-segment lines remembered per text
 
 
 class Reader:
@@ -48,6 +50,9 @@ class Reader:
         self.rejected: dict[bytes, set[int]] = {}  # line bytes -> patterns that line cannot match
         self.rejections: dict[int, int] = {}  # lines each pattern flagged and the verifier rejected
         self.hot: dict[int, int] = {}  # lines each pattern flagged in the last chunk it was found in
+        # A progress bar's segments recur on every bar (" 40%|####      | 40/100 [...]"): each is
+        # unwrapped once per text, not once per line (unwrap is pure; LineFacts is frozen).
+        self.unwrapped: dict[str, LineFacts] = {}
 
     def line(
         self,
@@ -69,7 +74,7 @@ class Reader:
                 return []
         data = key if key is not None else chunk[start:stop]
         raw = data.decode("utf-8", "replace").rstrip("\r")
-        segments = Segments(data, raw)
+        segments = Segments(data, raw, self.unwrapped)
         before: list[str] | None = None
         accepted: list[int] = []
         for matcher in candidates:
@@ -201,7 +206,7 @@ class Segments:
     only reads those its scan form matches: a 4 MB run of progress output is not unwrapped whole.
     """
 
-    def __init__(self, data: bytes, raw: str) -> None:
+    def __init__(self, data: bytes, raw: str, unwrapped: dict[str, LineFacts] | None = None) -> None:
         self.data = data
         self.texts = raw.split("\r")
         self.kept = [i for i, text in enumerate(self.texts) if text.strip()]
@@ -210,13 +215,33 @@ class Segments:
         self._facts: dict[int, LineFacts] = {}
         self._starts: list[int] | None = None
         self._lines: bytes = b""
+        # Segments of a line of several are looked up in (and added to) the text's ``unwrapped``.
+        self._known = unwrapped if unwrapped is not None and len(self.kept) > 1 else None
 
     def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
         chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
+        if matcher.structure is not None and len(chosen) > 1:
+            # A structure line holds one of its literals (its verifier requires it): a segment
+            # without any (a bar's "Epoch 5:" before the bars with "###") is not unwrapped.
+            words = _words(matcher.structure.needles)
+            texts = self.texts
+            chosen = [i for i in chosen if "\x1b" in texts[i] or any(w in texts[i] for w in words)]
         for i in reversed(chosen):
-            if i not in self._facts:
-                self._facts[i] = unwrap(self.texts[i])
-            yield self.texts[i], self._facts[i]
+            facts = self._facts.get(i)
+            if facts is None:
+                facts = self._facts[i] = self._unwrap(self.texts[i])
+            yield self.texts[i], facts
+
+    def _unwrap(self, text: str) -> LineFacts:
+        known = self._known
+        if known is None or len(text) > VERDICT_LINE:
+            return unwrap(text)
+        facts = known.get(text)
+        if facts is None:
+            if len(known) >= SEGMENTS_KEPT:
+                known.clear()
+            facts = known[text] = unwrap(text)
+        return facts
 
     def _matching(self, matcher: Matcher) -> list[int]:
         if self._starts is None:
@@ -235,6 +260,11 @@ class Segments:
         else:
             found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
         return sorted(found & kept)
+
+
+@cache
+def _words(needles: tuple[bytes, ...]) -> tuple[str, ...]:
+    return tuple(n.decode("ascii") for n in needles)
 
 
 def clip(segment: str, facts: LineFacts, m: re.Match[str] | None, limit: int) -> str:

@@ -11,9 +11,9 @@ verifier rejects cost time, never a missed line further on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate
+from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
@@ -238,11 +238,9 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
         return starts
     # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
     found: set[int] = set()
-    for needle in matcher.needles:
-        pos = chunk.find(needle, first)
-        while pos >= 0:
-            start = chunk.rfind(b"\n", 0, pos) + 1
-            end = chunk.find(b"\n", pos)
+    for lines in _needle_lines(matcher, chunk, first):
+        for start in lines:
+            end = chunk.find(b"\n", start)
             stop = end if end >= 0 else len(chunk)
             steps += 1
             switch = steps == SWITCH_LINES or stop - start > LONG_LINE  # many lines, or one of MBs
@@ -251,9 +249,30 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
                 return bulk.starts(chunk, first)
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
-            pos = chunk.find(needle, stop) if end >= 0 else -1
     hot[matcher.pid] = steps
     return sorted(found)
+
+
+def _needle_lines(matcher: Matcher, chunk: bytes, first: int) -> Iterator[Iterable[int]]:
+    """Per literal of ``matcher``, in order, the starts of the lines from ``first`` that hold it.
+
+    Several literals are found in one Hyperscan pass; one, or without Hyperscan, by ``bytes.find``
+    (a pass per literal, lazily: a switch to the bulk form stops the finding).
+    """
+    finder = needle_lines(matcher.needles) if len(matcher.needles) > 1 else None
+    if finder is not None:
+        yield from finder.starts(chunk, first)
+        return
+    for needle in matcher.needles:
+        yield _find_lines(chunk, needle, first)
+
+
+def _find_lines(chunk: bytes, needle: bytes, first: int) -> Iterator[int]:
+    pos = chunk.find(needle, first)
+    while pos >= 0:
+        yield chunk.rfind(b"\n", 0, pos) + 1
+        end = chunk.find(b"\n", pos)
+        pos = chunk.find(needle, end) if end >= 0 else -1
 
 
 def _bulk_locator(matcher: Matcher) -> BulkLines | None:
