@@ -1,8 +1,8 @@
 """Reading one text: scan chunks in C, then do per-line work only on the lines that matched.
 
-Line numbers come from counting newlines with ``bytes.count``; context comes from the chunk
-itself and from the tails of its neighbours (one chunk of look-ahead), so memory stays bounded
-by a few chunks whatever the file's size.
+Line numbers come from counting newlines (signatures/newlines.py: ``bytes.count``, or numpy on
+large inputs); context comes from the chunk itself and from the tails of its neighbours (one
+chunk of look-ahead), so memory stays bounded by a few chunks whatever the file's size.
 
 A pattern may claim a number of *accepted* lines per chunk: lines the scanner flags and the
 verifier rejects cost time, never a missed line further on.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
+from signatures import newlines
 from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
@@ -77,13 +78,14 @@ def read_text(
         ids = first_ends(library.scanner, chunk)
         counted_to, lines_to = 0, 0  # how far newlines were counted in this chunk, and how many
         cut_hits: set[int] = set()
+        newline_counter = newlines.Counter(chunk)
         if ids:
             cut_hits, counted_to, lines_to = _read_chunk(
-                reader, chunk, ids, base, prev_tail, next_chunk, open_line
+                reader, chunk, ids, base, prev_tail, next_chunk, open_line, newline_counter
             )
         open_line = cut_hits
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
-        base += lines_to + chunk.count(b"\n", counted_to)  # each byte counted once
+        base += lines_to + newline_counter.count(counted_to)  # each byte counted once
         result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
@@ -102,6 +104,7 @@ def _read_chunk(
     prev_tail: list[bytes],
     next_chunk: bytes,
     open_line: set[int],
+    newline_counter: newlines.Counter,
 ) -> tuple[set[int], int, int]:
     """Verify the lines the scan flagged in ``chunk``.
 
@@ -140,14 +143,14 @@ def _read_chunk(
         live = [m for m in by_line[start] if claimed.get(m.pid, 0) < _allowance(m)]
         if not live:
             continue
-        line_no += chunk.count(b"\n", counted_to, start)
+        line_no += newline_counter.count(counted_to, start)
         counted_to = start
         for pid in reader.line(chunk, start, line_no + 1, live, prev_tail, next_chunk):
             claimed[pid] = claimed.get(pid, 0) + 1
             if start == last_start:
                 hit_last.add(pid)
     for matcher, starts in tails:
-        _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk)
+        _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk, newline_counter)
     return hit_last, counted_to, line_no - base
 
 
@@ -163,13 +166,14 @@ def _read_tail(
     base: int,
     prev_tail: list[bytes],
     next_chunk: bytes,
+    newline_counter: newlines.Counter,
 ) -> None:
     """Past its cap, a generic pattern's last accepted lines of the chunk, walking back from the end."""
     accepted = 0
     for start in reversed(starts):
         if accepted >= TAIL_PER_CHUNK:
             break
-        line_no = base + chunk.count(b"\n", 0, start) + 1
+        line_no = base + newline_counter.count(0, start) + 1
         accepted += len(reader.line(chunk, start, line_no, [matcher], prev_tail, next_chunk))
 
 
