@@ -53,6 +53,9 @@ class Reader:
         # A progress bar's segments recur on every bar (" 40%|####      | 40/100 [...]"): each is
         # unwrapped once per text, not once per line (unwrap is pure; LineFacts is frozen).
         self.unwrapped: dict[str, LineFacts] = {}
+        # (pid, segments read) a structure pattern rejected on them alone: the bars of one progress
+        # line differ in their first segment ("Epoch 5:"), which holds none of its literals.
+        self.rejected_segments: set[tuple[object, ...]] = set()
 
     def line(
         self,
@@ -78,6 +81,10 @@ class Reader:
         before: list[str] | None = None
         accepted: list[int] = []
         for matcher in candidates:
+            seen = segments.seen_key(matcher)
+            if seen is not None and seen in self.rejected_segments:
+                self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
+                continue
             verdict, before = self._match(
                 matcher,
                 chunk,
@@ -96,6 +103,10 @@ class Reader:
             self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
             if verdict is None and key is not None:
                 self._remember(key, matcher.pid)
+            if verdict is None and seen is not None:
+                if len(self.rejected_segments) >= VERDICTS_KEPT:
+                    self.rejected_segments.clear()
+                self.rejected_segments.add(seen)
         return accepted
 
     def _remember(self, key: bytes, pid: int) -> None:
@@ -217,8 +228,13 @@ class Segments:
         self._lines: bytes = b""
         # Segments of a line of several are looked up in (and added to) the text's ``unwrapped``.
         self._known = unwrapped if unwrapped is not None and len(self.kept) > 1 else None
+        self._chosen_by: dict[int, list[int]] = {}
 
-    def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
+    def _chosen(self, matcher: Matcher) -> list[int]:
+        """The segments ``matcher`` reads."""
+        chosen = self._chosen_by.get(matcher.pid)
+        if chosen is not None:
+            return chosen
         chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
         if matcher.structure is not None and len(chosen) > 1:
             # A structure line holds one of its literals (its verifier requires it): a segment
@@ -226,7 +242,19 @@ class Segments:
             holds = _holding(matcher.structure.needles)
             texts = self.texts
             chosen = [i for i in chosen if "\x1b" in texts[i] or holds(texts[i])]
-        for i in reversed(chosen):
+        self._chosen_by[matcher.pid] = chosen
+        return chosen
+
+    def seen_key(self, matcher: Matcher) -> tuple[object, ...] | None:
+        """For a structure pattern on a line of several segments: the pattern and the segments it
+        reads, under which a rejection is remembered (its verdict depends on nothing else)."""
+        if matcher.structure is None or len(self.kept) < 2:
+            return None
+        texts = [self.texts[i] for i in self._chosen(matcher)]
+        return (matcher.pid, *texts) if sum(map(len, texts)) <= VERDICT_LINE else None
+
+    def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
+        for i in reversed(self._chosen(matcher)):
             facts = self._facts.get(i)
             if facts is None:
                 facts = self._facts[i] = self._unwrap(self.texts[i])
