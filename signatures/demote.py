@@ -13,6 +13,7 @@ way (there, bytes and characters agree and a line is one segment); others take t
 
 from __future__ import annotations
 
+import contextlib
 import re
 import re._constants as sre_constants
 import re._parser as sre_parse
@@ -34,21 +35,39 @@ class BulkLines:
         import hyperscan
 
         flags = hyperscan.HS_FLAG_MULTILINE | (hyperscan.HS_FLAG_CASELESS if ignore_case else 0)
+        self.terminated = hyperscan.ScanTerminated
         # Kept compiled like the scanner's database: the exception line's form takes 0.25 s to compile.
         self.db, _ = hyperscan_database([regex], [flags], [0])
 
     def starts(self, chunk: bytes, first: int) -> list[int]:
-        ends: list[int] = []
+        """The lines from ``first`` (a line start) on which the regex matches, in order.
 
-        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
-            ends.append(end)
-
-        self.db.scan(chunk, match_event_handler=on_match)
+        The scan stops at a line's first match and goes on from the next line: a line of MBs
+        that matches millions of times (progress output without newlines) costs one callback,
+        not millions, and the line start is looked for back to the scan's start only.
+        """
+        view = memoryview(chunk)
         found: list[int] = []
-        for end in ends:  # in order of end offset
-            start = chunk.rfind(b"\n", 0, max(end - 1, 0)) + 1
-            if start >= first and (not found or found[-1] != start):
-                found.append(start)
+        ended: list[int] = []
+
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> bool:
+            ended.append(end)
+            return True  # stop: the rest of this line adds nothing
+
+        pos = first
+        while pos < len(chunk):
+            ended.clear()
+            with contextlib.suppress(self.terminated):
+                self.db.scan(view[pos:], match_event_handler=on_match)
+            if not ended:
+                break
+            end = pos + ended[0]
+            newline = chunk.rfind(b"\n", pos, max(end - 1, pos))
+            found.append(newline + 1 if newline >= 0 else pos)
+            stop = chunk.find(b"\n", end)
+            if stop < 0:
+                break
+            pos = stop + 1
         return found
 
 
@@ -60,31 +79,46 @@ class NeedleLines:
     """
 
     def __init__(self, needles: tuple[bytes, ...]) -> None:
+        import hyperscan
+
         expressions = [re.escape(n) for n in needles]
         self.count = len(needles)
+        self.needles = needles
+        self.terminated = hyperscan.ScanTerminated
         self.db, _ = hyperscan_database(expressions, [0] * len(needles), list(range(len(needles))))
 
     def starts(self, chunk: bytes, first: int) -> list[list[int]]:
-        ends: list[list[int]] = [[] for _ in range(self.count)]
+        """Per literal, the lines from ``first`` (a line start) that hold it, in order.
 
-        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
-            ends[pid].append(end)
+        As in BulkLines.starts, each scan stops at its first match; which literals the line holds
+        is then read off the line itself (a line of MBs costs one scan, not a callback per match).
+        """
+        view = memoryview(chunk)
+        found: list[list[int]] = [[] for _ in range(self.count)]
+        ended: list[int] = []
 
-        self.db.scan(chunk, match_event_handler=on_match)
-        found: list[list[int]] = []
-        for needle_ends in ends:
-            lines: list[int] = []
-            stop = -1  # the end of the last line found: later matches on it add nothing
-            for end in needle_ends:  # in order of end offset
-                if end <= stop:
-                    continue
-                start = chunk.rfind(b"\n", 0, end - 1) + 1
-                stop = chunk.find(b"\n", end)
-                if stop < 0:
-                    stop = len(chunk)
-                if start >= first:
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> bool:
+            ended.append(end)
+            return True
+
+        pos = first
+        while pos < len(chunk):
+            ended.clear()
+            with contextlib.suppress(self.terminated):
+                self.db.scan(view[pos:], match_event_handler=on_match)
+            if not ended:
+                break
+            end = pos + ended[0]
+            newline = chunk.rfind(b"\n", pos, max(end - 1, pos))
+            start = newline + 1 if newline >= 0 else pos
+            stop = chunk.find(b"\n", end)
+            line_end = stop if stop >= 0 else len(chunk)
+            for lines, needle in zip(found, self.needles, strict=True):
+                if chunk.find(needle, start, line_end) >= 0:
                     lines.append(start)
-            found.append(lines)
+            if stop < 0:
+                break
+            pos = stop + 1
         return found
 
 

@@ -9,7 +9,6 @@ repeated thousands of times is judged once.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -224,7 +223,6 @@ class Segments:
         if not self.kept:
             self.texts, self.kept = [raw], [0]
         self._facts: dict[int, LineFacts] = {}
-        self._starts: list[int] | None = None
         self._lines: bytes = b""
         # Segments of a line of several are looked up in (and added to) the text's ``unwrapped``.
         self._known = unwrapped if unwrapped is not None and len(self.kept) > 1 else None
@@ -235,13 +233,25 @@ class Segments:
         chosen = self._chosen_by.get(matcher.pid)
         if chosen is not None:
             return chosen
-        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
-        if matcher.structure is not None and len(chosen) > 1:
-            # A structure line holds one of its literals (its verifier requires it): a segment
-            # without any (a bar's "Epoch 5:" before the bars with "###") is not unwrapped.
-            holds = _holding(matcher.structure.needles)
+        structure = matcher.structure
+        if structure is not None and len(self.kept) > 1:
+            # A structure line holds one of its literals, and its verifier matches in it (the
+            # message is the segment's end): a segment that fails either (a bar's "Epoch 5:", or
+            # " 40%|####  |" which is no rank's rule) is not unwrapped. Colour codes: always read.
             texts = self.texts
-            chosen = [i for i in chosen if "\x1b" in texts[i] or holds(texts[i])]
+            form = _scan_form(structure.verify)
+            if form is not None and self.data.isascii():
+                # One Hyperscan call finds the few such segments (in MBs of progress output too).
+                found = self._segments_matching(form, False)
+                if b"\x1b" in self.data:
+                    found |= {i for i in self.kept if "\x1b" in texts[i]}
+                chosen = sorted(found.intersection(self.kept))
+            else:
+                holds, may = _holding(structure.needles), _may_match(structure.verify)
+                chosen = [i for i in self.kept if "\x1b" in texts[i] or (holds(texts[i]) and may(texts[i]))]
+            self._chosen_by[matcher.pid] = chosen
+            return chosen
+        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
         self._chosen_by[matcher.pid] = chosen
         return chosen
 
@@ -272,28 +282,64 @@ class Segments:
         return facts
 
     def _matching(self, matcher: Matcher) -> list[int]:
-        if self._starts is None:
-            pieces = self.data.rstrip(b"\r").split(b"\r")
-            starts, at = [], 0
-            for piece in pieces:
-                starts.append(at)
-                at += len(piece) + 1
-            self._starts = starts
+        found = self._segments_matching(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        return sorted(found.intersection(self.kept))
+
+    def _segments_matching(self, regex: bytes, ignore_case: bool) -> set[int]:
+        """The indexes of the segments ``regex`` matches in (each segment on a line of its own)."""
+        if not self._lines:
             # Each segment on a line of its own: ^ and $ hold at its ends, and no match spans two.
             self._lines = self.data.replace(b"\r", b"\n")
-        kept = set(self.kept)
-        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        lines = self._lines
+        bulk = bulk_locate(regex, ignore_case)
         if bulk is not None:  # Hyperscan reads the MBs of segments in C; the lines it finds start segments
-            found = {bisect_right(self._starts, start) - 1 for start in bulk.starts(self._lines, 0)}
+            starts = bulk.starts(lines, 0)
         else:
-            found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
-        return sorted(found & kept)
+            rx = re.compile(regex, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+            starts = [m.start() for m in rx.finditer(lines)]
+        found: set[int] = set()
+        index, at = 0, 0
+        for start in starts:  # in order: a segment's index is the newlines before it
+            index += lines.count(b"\n", at, start)
+            at = start
+            found.add(index)
+        return found
 
 
 @cache
 def _holding(needles: tuple[bytes, ...]) -> Callable[[str], re.Match[str] | None]:
     """Whether a text holds one of ``needles``: one regex search, not a ``in`` per literal."""
     return re.compile("|".join(re.escape(n.decode("ascii")) for n in needles)).search
+
+
+@cache
+def _scan_form(verify: re.Pattern[str]) -> bytes | None:
+    """``_may_match``'s test as a Hyperscan form over ASCII segments one per line: ``\\s`` without
+    the newline (so no match runs into the next segment); None where that cannot be written."""
+    if _may_match(verify) is _always:
+        return None
+    head = verify.pattern.removeprefix("^").removeprefix(r"\s*")
+    if not head.isascii() or re.search(r"\[[^\]]*\\s", head) or "(?P=" in head:
+        return None  # \s inside a class, a back-reference: left to Python
+    return re.sub(r"(?<!\\)((?:\\\\)*)\\s", r"\1[\\t\\x0b\\x0c\\r ]", head).encode("ascii")
+
+
+def _always(text: str) -> bool:
+    return True
+
+
+@cache
+def _may_match(verify: re.Pattern[str]) -> Callable[[str], object]:
+    """A test every segment passes whose message ``verify`` matches: ``verify`` itself, searched in
+    the whole segment, with its leading ``^`` dropped (the message starts inside the segment).
+    Where context at the message start could matter (a boundary or lookahead right after the
+    anchor, a lookbehind, a second anchor), every segment passes."""
+    pattern = verify.pattern
+    body = pattern[1:] if pattern.startswith("^") else pattern
+    head = body.removeprefix(r"\s*")
+    if "^" in body.replace("[^", "") or "(?<" in body or head.startswith((r"\b", r"\B", "(?=", "(?!")):
+        return _always
+    return re.compile(head, verify.flags).search  # without a leading \s*: it may match nothing
 
 
 def clip(segment: str, facts: LineFacts, m: re.Match[str] | None, limit: int) -> str:

@@ -101,3 +101,27 @@ def test_a_rank_section_among_progress_bars_is_sighted(library: Library) -> None
     for start in hits._located(library.matchers[pid], chunk):
         reader.line(chunk, start, chunk.count(b"\n", 0, start) + 1, [library.matchers[pid]], [], b"")
     assert [(s.line, s.rank) for s in result.sightings] == [(2, 3), (3, 5), (4, 4)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=99),
+    st.sampled_from([*LINES[2:6], "--- rank 7 --- trailing words", "###### worker 3 ######  "]),
+    st.booleans(),
+)
+def test_a_rule_among_many_progress_segments_is_read_as_without_the_scan(
+    library: Library, at: int, rule: str, colour: bool
+) -> None:
+    # Past MANY_SEGMENTS, an ASCII line's segments are found by Hyperscan: the same sightings.
+    bars = [f"{i % 100:3d}%|{'#' * (i % 10):<10}| {i}/100" for i in range(100)]
+    bars.insert(at, rule)
+    if colour:
+        bars.insert(at // 2, "\x1b[1m===\x1b[0m rank 9 ===")
+    chunk = ("\r".join(bars) + "\n").encode()
+    pid = _section(library)
+    matcher = library.matchers[pid]
+    fast = evidence.Reader(TextScan(name="x.log", file_index=0), library)
+    fast.line(chunk, 0, 1, [matcher], [], b"")
+    slow = evidence.Reader(TextScan(name="x.log", file_index=0), library)
+    _read_every_segment(slow, chunk, 0, 1, matcher)
+    assert fast.result.sightings == slow.result.sightings
