@@ -24,6 +24,7 @@ from signatures.lines import _PREFIXES
 from signatures.scan import hyperscan_database
 
 DEMOTE_AFTER = 256  # rejected lines of one pattern in one text before it is demoted
+SAME_LINE = 64  # matches on one line before a line finder skips to the next line
 _NAMED = re.compile(r"\(\?P<\w+>")
 _BOUNDED = re.compile(r"(?<!\\)\{(\d+),\d+\}")
 
@@ -42,32 +43,41 @@ class BulkLines:
     def starts(self, chunk: bytes, first: int) -> list[int]:
         """The lines from ``first`` (a line start) on which the regex matches, in order.
 
-        The scan stops at a line's first match and goes on from the next line: a line of MBs
-        that matches millions of times (progress output without newlines) costs one callback,
-        not millions, and the line start is looked for back to the scan's start only.
+        A line's start is looked for back to the last match only, and after SAME_LINE matches on
+        one line the scan stops and goes on from the next line: a line of MBs that matches
+        millions of times (progress output without newlines) costs a few callbacks, not millions.
         """
         view = memoryview(chunk)
         found: list[int] = []
-        ended: list[int] = []
+        base = last = first  # where the scan began; where the last match ended
+        stop = -1  # the end of the last line found
+        same = 0
+        resume = -1
 
         def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> bool:
-            ended.append(end)
-            return True  # stop: the rest of this line adds nothing
-
-        pos = first
-        while pos < len(chunk):
-            ended.clear()
-            with contextlib.suppress(self.terminated):
-                self.db.scan(view[pos:], match_event_handler=on_match)
-            if not ended:
-                break
-            end = pos + ended[0]
-            newline = chunk.rfind(b"\n", pos, max(end - 1, pos))
-            found.append(newline + 1 if newline >= 0 else pos)
+            nonlocal last, stop, same, resume
+            end += base
+            if end <= stop:
+                same += 1
+                if same < SAME_LINE:
+                    return False
+                resume = stop + 1
+                return True  # the rest of this line adds nothing
+            newline = chunk.rfind(b"\n", last, max(end - 1, last))
+            found.append(newline + 1 if newline >= 0 else base)  # base: the scan began on this line
+            last, same = end, 0
             stop = chunk.find(b"\n", end)
             if stop < 0:
+                stop = len(chunk)
+            return False
+
+        while base < len(chunk):
+            resume = -1
+            with contextlib.suppress(self.terminated):
+                self.db.scan(view[base:], match_event_handler=on_match)
+            if resume < 0:
                 break
-            pos = stop + 1
+            base = last = resume
         return found
 
 
@@ -90,35 +100,48 @@ class NeedleLines:
     def starts(self, chunk: bytes, first: int) -> list[list[int]]:
         """Per literal, the lines from ``first`` (a line start) that hold it, in order.
 
-        As in BulkLines.starts, each scan stops at its first match; which literals the line holds
-        is then read off the line itself (a line of MBs costs one scan, not a callback per match).
+        As in BulkLines.starts: after SAME_LINE matches on one line the scan goes on from the next
+        line, and which literals that line holds is read off the line itself.
         """
         view = memoryview(chunk)
         found: list[list[int]] = [[] for _ in range(self.count)]
-        ended: list[int] = []
+        base = last = first
+        start, stop = -1, -1  # the line of the last match
+        held: set[int] = set()  # literals seen on it
+        same = 0
+        resume = -1
 
-        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> bool:
-            ended.append(end)
+        def on_match(pid: int, begin: int, end: int, flags: int, context: Any) -> bool:
+            nonlocal last, start, stop, same, resume
+            end += base
+            if end > stop:
+                newline = chunk.rfind(b"\n", last, max(end - 1, last))
+                start = newline + 1 if newline >= 0 else base
+                stop = chunk.find(b"\n", end)
+                if stop < 0:
+                    stop = len(chunk)
+                last, same = end, 0
+                held.clear()
+            if pid not in held:
+                held.add(pid)
+                found[pid].append(start)
+            same += 1
+            if same < SAME_LINE:
+                return False
+            for i, needle in enumerate(self.needles):
+                if i not in held and chunk.find(needle, start, stop) >= 0:
+                    found[i].append(start)
+            resume = stop + 1
             return True
 
-        pos = first
-        while pos < len(chunk):
-            ended.clear()
+        while base < len(chunk):
+            resume = -1
             with contextlib.suppress(self.terminated):
-                self.db.scan(view[pos:], match_event_handler=on_match)
-            if not ended:
+                self.db.scan(view[base:], match_event_handler=on_match)
+            if resume < 0:
                 break
-            end = pos + ended[0]
-            newline = chunk.rfind(b"\n", pos, max(end - 1, pos))
-            start = newline + 1 if newline >= 0 else pos
-            stop = chunk.find(b"\n", end)
-            line_end = stop if stop >= 0 else len(chunk)
-            for lines, needle in zip(found, self.needles, strict=True):
-                if chunk.find(needle, start, line_end) >= 0:
-                    lines.append(start)
-            if stop < 0:
-                break
-            pos = stop + 1
+            base = last = resume
+            held.clear()
         return found
 
 

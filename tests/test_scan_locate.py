@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signatures import evidence, hits
-from signatures.demote import needle_lines
+from signatures.demote import bulk_locate, needle_lines
 from signatures.engine import default_library
 from signatures.library import Kind, Library, Matcher
 from signatures.textscan import TextScan
@@ -17,7 +17,8 @@ pytest.importorskip("hyperscan")
 
 NEEDLES = (b"---", b"===", b"###", b"***")
 # Bytes that make the literals, near-misses of them, and lines.
-PIECES = st.sampled_from([b"-", b"=", b"#", b"*", b"--", b"##", b"a", b" ", b"\n", b"\r", b"==="])
+# A piece of many matches on one line: past demote.SAME_LINE a finder skips to the next line.
+PIECES = st.sampled_from([b"-", b"=", b"#", b"*", b"--", b"##", b"a", b" ", b"\n", b"\r", b"===", b"#" * 80])
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,21 @@ def test_the_one_pass_finder_gives_the_lines_find_gives(pieces: list[bytes], at:
     assert finder is not None
     expected = [list(hits._find_lines(chunk, needle, first)) for needle in NEEDLES]
     assert finder.starts(chunk, first) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=120), st.integers(min_value=0, max_value=400))
+def test_the_bulk_finder_gives_every_line_with_a_match(pieces: list[bytes], at: int) -> None:
+    chunk = b"".join(pieces) + b"\n"
+    first = chunk.rfind(b"\n", 0, min(at, len(chunk))) + 1
+    bulk = bulk_locate(rb"\#\#\#|(?:-=)+", False)
+    assert bulk is not None
+    lines, start = [], 0
+    for line in chunk.split(b"\n"):
+        if start >= first and (b"###" in line or b"-=" in line):
+            lines.append(start)
+        start += len(line) + 1
+    assert bulk.starts(chunk, first) == lines
 
 
 def _section(library: Library) -> int:
