@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from signatures import newlines
 from signatures.errors import BinaryInput, InputTooLarge
 
 OVERLAP = 64 << 10  # the longest match a cut inside a newline-free line is guaranteed to keep
@@ -67,6 +68,7 @@ def text_chunks(
     for block in blocks:
         expanded += len(block)
         budget.take(len(block), name)
+        newlines.expect(budget.used)  # a large input whose size was not known before (a stream)
         if compressed is not None and expanded > limits.ratio_floor:
             ratio = expanded / max(compressed.count, 1)
             if ratio > limits.max_archive_ratio:

@@ -9,9 +9,9 @@ repeated thousands of times is judged once.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
+from functools import cache
 
 from signatures.demote import bulk_locate
 from signatures.environment import read_fact
@@ -35,6 +35,7 @@ CONTEXT_LINE = 8192  # bytes of a context line kept: the end of one above a hit,
 MANY_SEGMENTS = 32  # a line of more segments has each read only by the patterns found in it
 VERDICTS_KEPT = 4096  # distinct rejected lines remembered per text
 VERDICT_LINE = 1024  # longer lines are not remembered (memory stays bounded)
+SEGMENTS_KEPT = 4096  # distinct unwrapped segments of multi-segment lines remembered per text
 
 
 class Reader:
@@ -48,6 +49,12 @@ class Reader:
         self.rejected: dict[bytes, set[int]] = {}  # line bytes -> patterns that line cannot match
         self.rejections: dict[int, int] = {}  # lines each pattern flagged and the verifier rejected
         self.hot: dict[int, int] = {}  # lines each pattern flagged in the last chunk it was found in
+        # A progress bar's segments recur on every bar (" 40%|####      | 40/100 [...]"): each is
+        # unwrapped once per text, not once per line (unwrap is pure; LineFacts is frozen).
+        self.unwrapped: dict[str, LineFacts] = {}
+        # (pid, segments read) a structure pattern rejected on them alone: the bars of one progress
+        # line differ in their first segment ("Epoch 5:"), which holds none of its literals.
+        self.rejected_segments: set[tuple[object, ...]] = set()
 
     def line(
         self,
@@ -69,10 +76,14 @@ class Reader:
                 return []
         data = key if key is not None else chunk[start:stop]
         raw = data.decode("utf-8", "replace").rstrip("\r")
-        segments = Segments(data, raw)
+        segments = Segments(data, raw, self.unwrapped)
         before: list[str] | None = None
         accepted: list[int] = []
         for matcher in candidates:
+            seen = segments.seen_key(matcher)
+            if seen is not None and seen in self.rejected_segments:
+                self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
+                continue
             verdict, before = self._match(
                 matcher,
                 chunk,
@@ -91,6 +102,10 @@ class Reader:
             self.rejections[matcher.pid] = self.rejections.get(matcher.pid, 0) + 1
             if verdict is None and key is not None:
                 self._remember(key, matcher.pid)
+            if verdict is None and seen is not None:
+                if len(self.rejected_segments) >= VERDICTS_KEPT:
+                    self.rejected_segments.clear()
+                self.rejected_segments.add(seen)
         return accepted
 
     def _remember(self, key: bytes, pid: int) -> None:
@@ -201,40 +216,130 @@ class Segments:
     only reads those its scan form matches: a 4 MB run of progress output is not unwrapped whole.
     """
 
-    def __init__(self, data: bytes, raw: str) -> None:
+    def __init__(self, data: bytes, raw: str, unwrapped: dict[str, LineFacts] | None = None) -> None:
         self.data = data
         self.texts = raw.split("\r")
         self.kept = [i for i, text in enumerate(self.texts) if text.strip()]
         if not self.kept:
             self.texts, self.kept = [raw], [0]
         self._facts: dict[int, LineFacts] = {}
-        self._starts: list[int] | None = None
         self._lines: bytes = b""
+        # Segments of a line of several are looked up in (and added to) the text's ``unwrapped``.
+        self._known = unwrapped if unwrapped is not None and len(self.kept) > 1 else None
+        self._chosen_by: dict[int, list[int]] = {}
+
+    def _chosen(self, matcher: Matcher) -> list[int]:
+        """The segments ``matcher`` reads."""
+        chosen = self._chosen_by.get(matcher.pid)
+        if chosen is not None:
+            return chosen
+        structure = matcher.structure
+        if structure is not None and len(self.kept) > 1:
+            # A structure line holds one of its literals, and its verifier matches in it (the
+            # message is the segment's end): a segment that fails either (a bar's "Epoch 5:", or
+            # " 40%|####  |" which is no rank's rule) is not unwrapped. Colour codes: always read.
+            texts = self.texts
+            form = _scan_form(structure.verify)
+            if form is not None and self.data.isascii():
+                # One Hyperscan call finds the few such segments (in MBs of progress output too).
+                found = self._segments_matching(form, False)
+                if b"\x1b" in self.data:
+                    found |= {i for i in self.kept if "\x1b" in texts[i]}
+                chosen = sorted(found.intersection(self.kept))
+            else:
+                holds, may = _holding(structure.needles), _may_match(structure.verify)
+                chosen = [i for i in self.kept if "\x1b" in texts[i] or (holds(texts[i]) and may(texts[i]))]
+            self._chosen_by[matcher.pid] = chosen
+            return chosen
+        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
+        self._chosen_by[matcher.pid] = chosen
+        return chosen
+
+    def seen_key(self, matcher: Matcher) -> tuple[object, ...] | None:
+        """For a structure pattern on a line of several segments: the pattern and the segments it
+        reads, under which a rejection is remembered (its verdict depends on nothing else)."""
+        if matcher.structure is None or len(self.kept) < 2:
+            return None
+        texts = [self.texts[i] for i in self._chosen(matcher)]
+        return (matcher.pid, *texts) if sum(map(len, texts)) <= VERDICT_LINE else None
 
     def newest_first(self, matcher: Matcher) -> Iterator[tuple[str, LineFacts]]:
-        chosen = self.kept if len(self.kept) <= MANY_SEGMENTS else self._matching(matcher)
-        for i in reversed(chosen):
-            if i not in self._facts:
-                self._facts[i] = unwrap(self.texts[i])
-            yield self.texts[i], self._facts[i]
+        for i in reversed(self._chosen(matcher)):
+            facts = self._facts.get(i)
+            if facts is None:
+                facts = self._facts[i] = self._unwrap(self.texts[i])
+            yield self.texts[i], facts
+
+    def _unwrap(self, text: str) -> LineFacts:
+        known = self._known
+        if known is None or len(text) > VERDICT_LINE:
+            return unwrap(text)
+        facts = known.get(text)
+        if facts is None:
+            if len(known) >= SEGMENTS_KEPT:
+                known.clear()
+            facts = known[text] = unwrap(text)
+        return facts
 
     def _matching(self, matcher: Matcher) -> list[int]:
-        if self._starts is None:
-            pieces = self.data.rstrip(b"\r").split(b"\r")
-            starts, at = [], 0
-            for piece in pieces:
-                starts.append(at)
-                at += len(piece) + 1
-            self._starts = starts
+        found = self._segments_matching(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        return sorted(found.intersection(self.kept))
+
+    def _segments_matching(self, regex: bytes, ignore_case: bool) -> set[int]:
+        """The indexes of the segments ``regex`` matches in (each segment on a line of its own)."""
+        if not self._lines:
             # Each segment on a line of its own: ^ and $ hold at its ends, and no match spans two.
             self._lines = self.data.replace(b"\r", b"\n")
-        kept = set(self.kept)
-        bulk = bulk_locate(matcher.locate.pattern, bool(matcher.locate.flags & re.IGNORECASE))
+        lines = self._lines
+        bulk = bulk_locate(regex, ignore_case)
         if bulk is not None:  # Hyperscan reads the MBs of segments in C; the lines it finds start segments
-            found = {bisect_right(self._starts, start) - 1 for start in bulk.starts(self._lines, 0)}
+            starts = bulk.starts(lines, 0)
         else:
-            found = {bisect_right(self._starts, m.start()) - 1 for m in matcher.locate.finditer(self._lines)}
-        return sorted(found & kept)
+            rx = re.compile(regex, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+            starts = [m.start() for m in rx.finditer(lines)]
+        found: set[int] = set()
+        index, at = 0, 0
+        for start in starts:  # in order: a segment's index is the newlines before it
+            index += lines.count(b"\n", at, start)
+            at = start
+            found.add(index)
+        return found
+
+
+@cache
+def _holding(needles: tuple[bytes, ...]) -> Callable[[str], re.Match[str] | None]:
+    """Whether a text holds one of ``needles``: one regex search, not a ``in`` per literal."""
+    return re.compile("|".join(re.escape(n.decode("ascii")) for n in needles)).search
+
+
+@cache
+def _scan_form(verify: re.Pattern[str]) -> bytes | None:
+    """``_may_match``'s test as a Hyperscan form over ASCII segments one per line: ``\\s`` without
+    the newline (so no match runs into the next segment); None where that cannot be written."""
+    if _may_match(verify) is _always:
+        return None
+    head = verify.pattern.removeprefix("^").removeprefix(r"\s*")
+    if not head.isascii() or re.search(r"\[[^\]]*\\s", head) or "(?P=" in head:
+        return None  # \s inside a class, a back-reference: left to Python
+    return re.sub(r"(?<!\\)((?:\\\\)*)\\s", r"\1[\\t\\x0b\\x0c\\r ]", head).encode("ascii")
+
+
+def _always(text: str) -> bool:
+    return True
+
+
+@cache
+def _may_match(verify: re.Pattern[str]) -> Callable[[str], object]:
+    """A test every segment passes whose message ``verify`` matches: ``verify`` itself, searched in
+    the whole segment, with its leading ``^`` dropped (the message starts inside the segment).
+    Where context at the message start could matter (a boundary or lookahead right after the
+    anchor, a lookbehind, a second anchor), every segment passes."""
+    pattern = verify.pattern
+    body = pattern[1:] if pattern.startswith("^") else pattern
+    head = body.removeprefix(r"\s*")
+    if "^" in body.replace("[^", "") or "(?<" in body or head.startswith((r"\b", r"\B", "(?=", "(?!")):
+        return _always
+    return re.compile(head, verify.flags).search  # without a leading \s*: it may match nothing
 
 
 def clip(segment: str, facts: LineFacts, m: re.Match[str] | None, limit: int) -> str:

@@ -1,8 +1,8 @@
 """Reading one text: scan chunks in C, then do per-line work only on the lines that matched.
 
-Line numbers come from counting newlines with ``bytes.count``; context comes from the chunk
-itself and from the tails of its neighbours (one chunk of look-ahead), so memory stays bounded
-by a few chunks whatever the file's size.
+Line numbers come from counting newlines (signatures/newlines.py: ``bytes.count``, or numpy on
+large inputs); context comes from the chunk itself and from the tails of its neighbours (one
+chunk of look-ahead), so memory stays bounded by a few chunks whatever the file's size.
 
 A pattern may claim a number of *accepted* lines per chunk: lines the scanner flags and the
 verifier rejects cost time, never a missed line further on.
@@ -11,9 +11,10 @@ verifier rejects cost time, never a missed line further on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate
+from signatures import newlines
+from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
@@ -77,13 +78,14 @@ def read_text(
         ids = first_ends(library.scanner, chunk)
         counted_to, lines_to = 0, 0  # how far newlines were counted in this chunk, and how many
         cut_hits: set[int] = set()
+        newline_counter = newlines.Counter(chunk)
         if ids:
             cut_hits, counted_to, lines_to = _read_chunk(
-                reader, chunk, ids, base, prev_tail, next_chunk, open_line
+                reader, chunk, ids, base, prev_tail, next_chunk, open_line, newline_counter
             )
         open_line = cut_hits
         result.has_text = result.has_text or _TEXT.search(chunk) is not None
-        base += lines_to + chunk.count(b"\n", counted_to)  # each byte counted once
+        base += lines_to + newline_counter.count(counted_to)  # each byte counted once
         result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
@@ -102,6 +104,7 @@ def _read_chunk(
     prev_tail: list[bytes],
     next_chunk: bytes,
     open_line: set[int],
+    newline_counter: newlines.Counter,
 ) -> tuple[set[int], int, int]:
     """Verify the lines the scan flagged in ``chunk``.
 
@@ -140,14 +143,14 @@ def _read_chunk(
         live = [m for m in by_line[start] if claimed.get(m.pid, 0) < _allowance(m)]
         if not live:
             continue
-        line_no += chunk.count(b"\n", counted_to, start)
+        line_no += newline_counter.count(counted_to, start)
         counted_to = start
         for pid in reader.line(chunk, start, line_no + 1, live, prev_tail, next_chunk):
             claimed[pid] = claimed.get(pid, 0) + 1
             if start == last_start:
                 hit_last.add(pid)
     for matcher, starts in tails:
-        _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk)
+        _read_tail(reader, chunk, matcher, starts, base, prev_tail, next_chunk, newline_counter)
     return hit_last, counted_to, line_no - base
 
 
@@ -163,13 +166,14 @@ def _read_tail(
     base: int,
     prev_tail: list[bytes],
     next_chunk: bytes,
+    newline_counter: newlines.Counter,
 ) -> None:
     """Past its cap, a generic pattern's last accepted lines of the chunk, walking back from the end."""
     accepted = 0
     for start in reversed(starts):
         if accepted >= TAIL_PER_CHUNK:
             break
-        line_no = base + chunk.count(b"\n", 0, start) + 1
+        line_no = base + newline_counter.count(0, start) + 1
         accepted += len(reader.line(chunk, start, line_no, [matcher], prev_tail, next_chunk))
 
 
@@ -238,11 +242,9 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
         return starts
     # The literals find the lines; the scan pattern, run on each of them alone, keeps the real ones.
     found: set[int] = set()
-    for needle in matcher.needles:
-        pos = chunk.find(needle, first)
-        while pos >= 0:
-            start = chunk.rfind(b"\n", 0, pos) + 1
-            end = chunk.find(b"\n", pos)
+    for lines in _needle_lines(matcher, chunk, first):
+        for start in lines:
+            end = chunk.find(b"\n", start)
             stop = end if end >= 0 else len(chunk)
             steps += 1
             switch = steps == SWITCH_LINES or stop - start > LONG_LINE  # many lines, or one of MBs
@@ -251,9 +253,30 @@ def _located(matcher: Matcher, chunk: bytes, first: int = 0, hot: dict[int, int]
                 return bulk.starts(chunk, first)
             if start not in found and matcher.locate.search(chunk, start, stop):
                 found.add(start)
-            pos = chunk.find(needle, stop) if end >= 0 else -1
     hot[matcher.pid] = steps
     return sorted(found)
+
+
+def _needle_lines(matcher: Matcher, chunk: bytes, first: int) -> Iterator[Iterable[int]]:
+    """Per literal of ``matcher``, in order, the starts of the lines from ``first`` that hold it.
+
+    Several literals are found in one Hyperscan pass; one, or without Hyperscan, by ``bytes.find``
+    (a pass per literal, lazily: a switch to the bulk form stops the finding).
+    """
+    finder = needle_lines(matcher.needles) if len(matcher.needles) > 1 else None
+    if finder is not None:
+        yield from finder.starts(chunk, first)
+        return
+    for needle in matcher.needles:
+        yield _find_lines(chunk, needle, first)
+
+
+def _find_lines(chunk: bytes, needle: bytes, first: int) -> Iterator[int]:
+    pos = chunk.find(needle, first)
+    while pos >= 0:
+        yield chunk.rfind(b"\n", 0, pos) + 1
+        end = chunk.find(b"\n", pos)
+        pos = chunk.find(needle, end) if end >= 0 else -1
 
 
 def _bulk_locator(matcher: Matcher) -> BulkLines | None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from signatures import newlines
 from signatures.chunks import Budget, Limits, text_chunks
 from signatures.chunks import size_text as _size
 from signatures.errors import (
@@ -132,6 +133,7 @@ def _deeper(name: str, depth: int, limits: Limits) -> None:
 def _raw_blocks(source: Source) -> Iterator[bytes]:
     if source.data is not None:
         data = source.data
+        newlines.expect(len(data))
         for i in range(0, len(data), READ_SIZE):
             yield data[i : i + READ_SIZE]
         return
@@ -164,6 +166,7 @@ def file_blocks(handle: IO[bytes], start: int, end: int | None = None) -> Iterat
     A small read of the block's last bytes finds its last newline first, so the block itself is
     read once, already cut, into a bytes object of its own.
     """
+    newlines.expect((end if end is not None else _size_of(handle)) - start)
     pos = start
     while end is None or pos < end:
         if pos - start > KEEP_FREED_AFTER:
@@ -181,6 +184,13 @@ def file_blocks(handle: IO[bytes], start: int, end: int | None = None) -> Iterat
             return
         pos += len(block)
         yield block
+
+
+def _size_of(handle: IO[bytes]) -> int:
+    try:
+        return os.fstat(handle.fileno()).st_size
+    except (OSError, AttributeError, io.UnsupportedOperation):
+        return 0  # not a file on disk: text_chunks tells newlines.expect as it reads
 
 
 @functools.cache

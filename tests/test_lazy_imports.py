@@ -1,7 +1,8 @@
-"""A diagnosis of a small log loads neither the process pool nor the flight-recorder parser.
+"""A diagnosis of a small log loads neither the process pool, the flight-recorder parser nor numpy.
 
-Both cost start-up time that only large inputs or dumps need (signatures/pooling.py and
-signatures/flight_recorder/sniff.py decide without them); a fresh interpreter proves it.
+Each costs start-up time that only large inputs or dumps need (signatures/pooling.py,
+signatures/flight_recorder/sniff.py and signatures/newlines.py decide without them); a fresh
+interpreter proves it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEFERRED = ("signatures.parallel", "signatures.flight_recorder.parse", "signatures.flight_recorder.unpickle")
+DEFERRED = (
+    "signatures.parallel",
+    "signatures.flight_recorder.parse",
+    "signatures.flight_recorder.unpickle",
+    "numpy",
+)
 
 
 def _loaded_after(code: str) -> set[str]:
@@ -43,3 +49,31 @@ def test_a_dump_loads_the_parser(tmp_path: Path) -> None:
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     assert "signatures.flight_recorder.parse" in loaded
+
+
+def test_an_input_past_the_threshold_counts_newlines_with_numpy(tmp_path: Path) -> None:
+    # The threshold lowered to a few bytes in the child: a 256 MB log is not written for a test.
+    log = tmp_path / "rank0.log"
+    log.write_text("step 1 loss 2.0\n" * 200)
+    code = (
+        "import sys, json\n"
+        "import signatures.newlines as newlines\n"
+        "newlines.NUMPY_FROM = {}\n"
+        "from signatures import diagnose\n"
+        f"diagnose([{str(log)!r}])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    assert "numpy" not in _loaded_after(code.format(log.stat().st_size + 1))
+    assert "numpy" in _loaded_after(code.format(log.stat().st_size))
+
+
+def test_a_stream_past_the_threshold_takes_numpy_up_as_it_is_read() -> None:
+    code = (
+        "import io, sys, json\n"
+        "import signatures.newlines as newlines\n"
+        "newlines.NUMPY_FROM = 1000\n"
+        "from signatures import Source, diagnose\n"
+        "diagnose([Source.from_stream('s.log', io.BytesIO(b'step 1 loss 2.0\\n' * 200))])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    assert "numpy" in _loaded_after(code)
