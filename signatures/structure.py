@@ -43,10 +43,11 @@ class StructurePattern:
     needles: tuple[bytes, ...]  # one of these literals is in every such line (see shapes.Shape)
     verify: re.Pattern[str]
     read: Reader
+    scan_form: str = ""  # without needles: what the bulk scanner looks for, a superset of verify
 
     @property
     def scan(self) -> str:
-        return "|".join(re.escape(n.decode("ascii")) for n in self.needles)
+        return self.scan_form or "|".join(re.escape(n.decode("ascii")) for n in self.needles)
 
 
 _TABLE_ROW = re.compile(r"^\s*rank\s*: (?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
@@ -142,6 +143,13 @@ _SECTION = re.compile(
     r"(?:[Rr]ank|RANK|[Pp]rocess|[Ww]orker|[Tt]ask)[ _:=-]?(?P<rank>\d+)\b"
     r"[^\n]{0,40}?(?:-{3,}|={3,}|#{3,}|\*{3,})\s*$"
 )
+# Three rule characters (colour codes may sit between them) and the rank word within a line's
+# reach: what the scanner flags. The literals alone ("###") would flag every tqdm bar drawn with
+# "#", and each such line would be read: on a GB of training output, seconds of work for nothing.
+_SECTION_SCAN = (
+    r"[-=#*](?:\x1b\[[0-9;]*m)?[-=#*](?:\x1b\[[0-9;]*m)?[-=#*][^\n]{0,100}"
+    r"(?:[Rr]ank|RANK|[Pp]rocess|[Ww]orker|[Tt]ask)[ _:=-]?\d"
+)
 _SECTION_END = re.compile(r"\b(?:[Ee]nd|END|[Ff]inish|FINISH|[Cc]lose|CLOSE)", re.IGNORECASE)
 
 
@@ -175,6 +183,6 @@ STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
-    StructurePattern("section", (b"---", b"===", b"###", b"***"), _SECTION, _read_section),
+    StructurePattern("section", (), _SECTION, _read_section, _SECTION_SCAN),
     StructurePattern("file-header", (b"==> ",), _FILE_HEADER, _read_file_header),
 )

@@ -53,7 +53,7 @@ def test_the_bulk_finder_gives_every_line_with_a_match(pieces: list[bytes], at: 
 
 
 def _section(library: Library) -> int:
-    return next(m.pid for m in library.matchers if m.kind is Kind.STRUCTURE and b"###" in m.needles)
+    return next(m.pid for m in library.matchers if m.structure is not None and m.structure.name == "section")
 
 
 def _bars(epoch: int) -> str:
@@ -141,3 +141,27 @@ def test_a_rule_among_many_progress_segments_is_read_as_without_the_scan(
     slow = evidence.Reader(TextScan(name="x.log", file_index=0), library)
     _read_every_segment(slow, chunk, 0, 1, matcher)
     assert fast.result.sightings == slow.result.sightings
+
+
+RULES = st.sampled_from(["---", "=====", "###", "******", "-" * 20])
+WORDS = st.sampled_from(["", " ", " Begin ", " End of ", " output of ", " STDERR "])
+RANK_WORDS = st.sampled_from(["rank", "Rank", "RANK", "global rank ", "process ", "Worker", "task:"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(RULES, WORDS, RANK_WORDS, st.integers(min_value=0, max_value=4095), WORDS, RULES)
+def test_every_rule_the_section_verifier_reads_is_flagged_by_its_scan(
+    library: Library, left: str, words: str, rank_word: str, rank: int, tail: str, right: str
+) -> None:
+    line = f"{left}{words}{rank_word}{rank}{tail}{right}"
+    matcher = library.matchers[_section(library)]
+    assert matcher.structure is not None and matcher.structure.verify.match(line)
+    assert matcher.locate.search(line.encode())
+
+
+def test_the_section_scan_flags_no_progress_bar(library: Library) -> None:
+    # "###" is in every bar drawn with "#": flagging them read each bar line for nothing.
+    matcher = library.matchers[_section(library)]
+    for bar in (_bars(1), " 40%|####      | 4/10 [00:01<00:02]", "Epoch 3: 100%|##########| 9/9 loss=0.1"):
+        assert not matcher.locate.search(bar.encode()), bar
+    assert matcher.locate.search("\x1b[1m==\x1b[0m= rank 4 output =\x1b[0m==".encode())
