@@ -140,4 +140,31 @@ def scan_form(regex: str) -> str:
     for lead in (" *", r"[ \t]*", "[ \t]*"):
         if body.startswith(lead):
             body = body[len(lead) :]
-    return body
+    return _fewest_leading(body)
+
+
+# A repeated atom opening the pattern: a class, \w-like escape or dot, and its quantifier.
+_LEADING_REPEAT = re.compile(
+    r"(?P<atom>\[\^?\]?(?:\\.|[^\]\\])*\]|\\[wWsSdD]|\.)"
+    r"(?:(?P<op>[*+?])|\{(?P<least>\d*)(?P<comma>,)?\d*\})\??"
+)
+
+
+def _fewest_leading(body: str) -> str:
+    """``body`` with an opening repeat cut to its fewest: unanchored, ``[\\w.]{1,200} \\[missing``
+    finds the lines ``[\\w.] \\[missing`` finds (a match of either holds one of the other), and
+    a wide bounded repeat costs a bulk scanner (and ripgrep) far more to compile and run."""
+    m = _LEADING_REPEAT.match(body)
+    rest = body[m.end() :] if m else ""
+    if m is None or not rest or rest[0] in "|)*+?{":
+        return body  # the repeat is the whole pattern, or one branch of several: left as written
+    if m.group("op"):
+        least = 1 if m.group("op") == "+" else 0
+    elif m.group("comma"):
+        least = int(m.group("least") or 0)
+    else:
+        return body  # an exact count: nothing to cut
+    atom = m.group("atom")
+    head = "" if least == 0 else atom if least == 1 else f"{atom}{{{least}}}"
+    cut = head + rest
+    return body if re.match(cut, "") else cut  # a pattern that matches nothing is no scan

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from signatures import evidence, hits
 from signatures.demote import bulk_locate, needle_lines
 from signatures.engine import default_library
-from signatures.library import Kind, Library, Matcher
+from signatures.library import Library, Matcher
 from signatures.textscan import TextScan
 
 pytest.importorskip("hyperscan")
@@ -164,4 +164,4 @@ def test_the_section_scan_flags_no_progress_bar(library: Library) -> None:
     matcher = library.matchers[_section(library)]
     for bar in (_bars(1), " 40%|####      | 4/10 [00:01<00:02]", "Epoch 3: 100%|##########| 9/9 loss=0.1"):
         assert not matcher.locate.search(bar.encode()), bar
-    assert matcher.locate.search("\x1b[1m==\x1b[0m= rank 4 output =\x1b[0m==".encode())
+    assert matcher.locate.search(b"\x1b[1m==\x1b[0m= rank 4 output =\x1b[0m==")
