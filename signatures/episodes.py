@@ -106,6 +106,15 @@ def first_after(cands: Sequence[Candidate], file_index: int, line: int) -> Candi
 SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning", "os-error")
 SURVIVED_AFTER = 5  # ordinary lines of the same process after an error that show it carried on
 TRACEBACK_TITLE = "Traceback (most recent call last)"
+# A native stack's header or frame: glog's "*** Check failure stack trace: ***" and its
+# "@ 0x7f4c5091c27d google::LogMessage::Fail()", UCX's "==== backtrace (tid: 52950) ====",
+# gdb's "#3 0x... in f ()". The process is going down, as under a Python traceback.
+NATIVE_STACK = re.compile(
+    r"^\s*(?:\*{3} [^*\n]*stack trace[^*\n]*\*{3}"
+    r"|={2,} ?backtrace\b"
+    r"|@ +0x[0-9a-fA-F]{4,} "
+    r"|#\d+ +0x[0-9a-fA-F]{4,} )"
+)
 
 
 def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
@@ -115,8 +124,9 @@ def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
-        if TRACEBACK_TITLE in facts.message or FRAME.match(facts.message):
-            return False  # a traceback follows (plain or drawn by rich): the process is going down
+        message = facts.message
+        if TRACEBACK_TITLE in message or FRAME.match(message) or NATIVE_STACK.match(message):
+            return False  # a traceback follows (plain, drawn by rich, native): the process is going down
         if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
     return ordinary >= SURVIVED_AFTER

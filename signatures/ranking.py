@@ -59,6 +59,7 @@ from signatures.failtable import demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
+from signatures.nonfinite import demote_recovered_metrics
 from signatures.progress import Progress
 from signatures.reports import (
     abort_follows_its_error,
@@ -143,6 +144,7 @@ def candidates(
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
+    demote_recovered_metrics(out, progress)
     _demote_late_unknowns(out)
     demote_other_entries(out)
     demote_later_root_causes(out)
