@@ -118,12 +118,17 @@ NATIVE_STACK = re.compile(
 
 
 def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
-    """The process printed ordinary output (no failure, no warning) after ``c``: it carried on."""
+    """The process printed ordinary output (no failure, no warning) after ``c``: it carried on.
+
+    A record whose next line introduces a list ("Stalled ranks:" under Horovod's stall warning)
+    is a report of several lines: what it lists is its detail, no ordinary output."""
     ordinary = 0
     for k, text in enumerate(c.hit.after, 1):
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
+        if ordinary == 0 and facts.rank == c.hit.rank and introduces(facts.message):
+            return False
         message = facts.message
         if TRACEBACK_TITLE in message or FRAME.match(message) or NATIVE_STACK.match(message):
             return False  # a traceback follows (plain, drawn by rich, native): the process is going down

@@ -96,7 +96,7 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\b[Pp]rocess (?P<of>\d+) ?(?:of|/) ?\d+\b"  # "process 3 of 8": a pid is never counted out of N
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
-    r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+    r"|\brank[:=] {0,2}(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
     # a rank as the subject of a sentence: "... on ranks. Rank 1 is running collective: ..."
     r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from signatures import Diagnosis, Source, Status, diagnose
+from signatures.candidate import TIER_BENIGN
 from signatures.library import Library
 from tests.sigfactory import build_library, signature_doc
 
@@ -16,7 +17,10 @@ from tests.sigfactory import build_library, signature_doc
 def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
     return build_library(
         tmp_path_factory.mktemp("lib"),
-        [signature_doc("chatty", role="benign")],
+        [
+            signature_doc("chatty", role="benign"),
+            signature_doc("stuck", role="initiating", fingerprints=[{"regex": r"queues have waited \d+ s"}]),
+        ],
     )
 
 
@@ -110,3 +114,29 @@ def test_a_non_finite_metric_that_stays_so_is_a_degradation(library: Library) ->
     # another metric finite is no recovery of the one that went non-finite
     log = "it 50 grad_norm: inf, lr: 0.1\nit 100 grad_norm: inf, lr: 0.1\nit 150 lr: 0.1\n"
     assert run(library, log).status is Status.DEGRADED
+
+
+def test_a_warning_whose_next_line_introduces_a_list_is_one_report_not_survived(library: Library) -> None:
+    # a known failure logged as a warning, then the list it introduces: its detail, not ordinary
+    # output the process went on with
+    head = "[0]<stderr>:W0101 10:00:00.1 7 watch.cc:5] queues have waited 90 s on a subset of workers\n"
+    listed = "[0]<stderr>:Waiting workers:\n" + "".join(f"[0]<stderr>:{n}: [queue.{n}]\n" for n in range(6))
+    d = run(library, head + listed)
+    assert d.signature is not None and d.signature.id == "stuck" and line_of(d) == 1
+    # the same warning followed by ordinary lines was survived
+    ordinary = "".join(f"[0]<stderr>:loaded block {n}\n" for n in range(6))
+    assert run(library, head + ordinary).status is Status.CLEAN
+
+
+def test_a_long_run_of_non_finite_lines_recovers_from_its_last_one(library: Library) -> None:
+    # with no progress lines kept (a large log's sampling), only the last non-finite line sees the
+    # finite value within its context; the earlier ones of the same metric recovered with it
+    from signatures.engine import scan_sources
+    from signatures.ranking import candidates
+
+    spoiled = "".join(f"ep 3 it {n}: train loss nan\n" for n in range(1, 30))
+    for tail, recovered in (("ep 4 it 1: train loss 0.912\n", True), ("ep 4 it 1: lr 0.1\n", False)):
+        scans = scan_sources([Source.from_text("job.log", spoiled + tail)], library=library)
+        cands = candidates([h for s in scans for h in s.hits], library, None)
+        degraded = [c for c in cands if "non-finite-metric" in c.shapes and c.tier != TIER_BENIGN]
+        assert (degraded == []) is recovered
