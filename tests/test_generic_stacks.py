@@ -140,3 +140,17 @@ def test_a_long_run_of_non_finite_lines_recovers_from_its_last_one(library: Libr
         cands = candidates([h for s in scans for h in s.hits], library, None)
         degraded = [c for c in cands if "non-finite-metric" in c.shapes and c.tier != TIER_BENIGN]
         assert (degraded == []) is recovered
+
+
+def test_a_paste_that_lost_its_line_breaks_is_read_past_its_first_frame(library: Library) -> None:
+    # a frame that goes on with the rest of the traceback on the same line: the exception in it
+    # states the failure; a frame line alone, however long its path, states nothing
+    pad = "x" * 150
+    lost = (
+        f'File "/srv/{pad}/comm.py", line 88, in broadcast  3: work = pg.broadcast(t)  '
+        "3: mylib.errors.LinkError: peer 10.0.0.7 closed the bootstrap socket\n"
+    )
+    d = run(library, lost)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+    alone = f'step 3 loss 0.2\n  File "/srv/{pad}/{pad}/mylib/errors.py", line 88, in raise_link_error\n'
+    assert run(library, alone).status is Status.CLEAN
