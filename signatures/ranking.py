@@ -60,6 +60,7 @@ from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.nonfinite import demote_recovered_metrics
+from signatures.pendinglists import name_diverged_lists
 from signatures.progress import Progress
 from signatures.reports import (
     abort_follows_its_error,
@@ -150,6 +151,7 @@ def candidates(
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
+    name_diverged_lists(out, library)
     return out
 
 
