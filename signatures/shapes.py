@@ -364,11 +364,8 @@ def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:
     return False
 
 
-# A signal received and the exit it causes, stated together (a bare "Received SIGTERM: 15" is a
-# death only when no quiet level logged it).
-_SIGNAL_EXIT = re.compile(
-    r"\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
-)
+# A signal and the exit it causes together (a bare "Received SIGTERM: 15" is one when not quiet)
+_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b.{0,40}\b(?:exiting|shutting down|terminat|abort)")
 
 
 def _traceback_next(after: Sequence[str]) -> bool:
