@@ -170,6 +170,7 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
                 gone.add(id(c))
             continue
         c.line, c.text = inner.line, inner.text
+        c.tier = min(c.tier, inner.tier)  # the carried line states it: as strongly as it did alone
         gone.add(id(inner))
     return [c for c in cands if id(c) not in gone]
 

@@ -31,7 +31,9 @@ _SEE_ABOVE = r"(?: \(see above for traceback\))?"
 # A wrapper names the exception it carries in parentheses: Ray's "RayTaskError(OutOfMemoryError): ..."
 _CARRIED = r"(?:\((?:[A-Za-z_]\w*\.){0,6}[A-Za-z_]\w*\))?"
 EXCEPTION = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
+    # any class of an exceptions module: torch._dynamo.exc.BackendCompilerFailed
+    r"|(?<=exc\.)[A-Z]\w+|(?<=errors\.)[A-Z]\w+|(?<=error\.)[A-Z]\w+|(?<=exceptions\.)[A-Z]\w+)"
     + _CARRIED
     + _SEE_ABOVE
     + r"(?::|$)"

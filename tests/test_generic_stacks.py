@@ -20,6 +20,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
         [
             signature_doc("chatty", role="benign"),
             signature_doc("stuck", role="initiating", fingerprints=[{"regex": r"queues have waited \d+ s"}]),
+            signature_doc("step-carrier", role="wrapper", fingerprints=[{"regex": r"CompileStepFailed: "}]),
         ],
     )
 
@@ -154,3 +155,46 @@ def test_a_paste_that_lost_its_line_breaks_is_read_past_its_first_frame(library:
     assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
     alone = f'step 3 loss 0.2\n  File "/srv/{pad}/{pad}/mylib/errors.py", line 88, in raise_link_error\n'
     assert run(library, alone).status is Status.CLEAN
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:", "BackendCompilerFailed"),
+        ("mypkg.errors.ShardGone: shard 3", "ShardGone"),
+        ("ValueError: bad", "ValueError"),
+        ("my.module.Thing: not an exception", None),
+        ("excess.Value: a field", None),
+    ],
+)
+def test_a_class_of_an_exceptions_module_is_an_exception_by_name(line: str, name: str | None) -> None:
+    from signatures.tracebacks import exception_name
+
+    assert exception_name(line) == name
+
+
+def test_a_carrier_of_an_exceptions_module_gives_way_to_the_error_it_raised(library: Library) -> None:
+    head = "[2024-01-02 03:04:05,006] tool.convert: [WARNING] "
+    log = (
+        f"{head}Traceback (most recent call last):\n"
+        f'{head}  File "/srv/build.py", line 9, in compile\n'
+        f"{head}mytool.exc.CompileStepFailed: backend='fast' raised:\n"
+        f"{head}FileNotFoundError: [Errno 2] No such file or directory: 'linker'\n"
+    )
+    d = run(library, "start\n" + log)
+    assert d.initiating is not None and d.initiating.line == 5
+
+
+def test_the_carried_line_keeps_its_own_strength_under_a_wrappers_signature(library: Library) -> None:
+    # a wrapper's carrier ("...raised:") gives way to the error it carries on the next line; that
+    # line states the failure as strongly as it did alone, so a later failure does not overtake it
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/build.py", line 9, in compile\n'
+        "mytool.exc.CompileStepFailed: backend='fast' raised:\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'linker'\n"
+        "later: queues have waited 90 s on a subset of workers\n"
+    )
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.line == 4
+    assert d.signature is not None and d.signature.id == "step-carrier"
