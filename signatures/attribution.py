@@ -48,6 +48,8 @@ from signatures.structure import Sighting
 from signatures.tracebacks import FRAME, HEADER, exception_name
 from signatures.verdicts import Verdict, verdict_of, verdict_rank
 
+TRACEBACK_TITLE = "Traceback (most recent call last)"
+
 SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
 
 
@@ -245,6 +247,8 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return rank, "the report of the device-side assert below it names that rank"
     if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
         return above, "the nearest tagged line above it, in the same block, is that rank's"
+    if reading == Reading() and (rank := _header_rank(hit)) is not None:
+        return rank, "the record that opens its traceback names that rank in its head"
     if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
         return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
     name = r.name_rank.get(hit.file_index)
@@ -287,6 +291,20 @@ def _tag_above(hit: Hit, tags: TagModel | None) -> int | None:
         if (rank := tags.read(text).rank) is not None:
             return rank
         if not text.strip() or not _inside_block(text):
+            return None
+    return None
+
+
+def _header_rank(hit: Hit) -> int | None:
+    # A traceback logged as one record (ParlAI's "rank:  3 | <time> CRITICAL | Traceback ...")
+    # is the process's that the record's head names: its frames and exception line are untagged.
+    if hit.facts.tagged or not hit.view.in_traceback:
+        return None
+    for text in reversed(hit.before):
+        at = text.find(TRACEBACK_TITLE)
+        if at > 0:
+            return unwrap(text[:at]).rank
+        if at == 0 or not text.strip() or not _inside_block(text):
             return None
     return None
 

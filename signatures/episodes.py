@@ -106,17 +106,32 @@ def first_after(cands: Sequence[Candidate], file_index: int, line: int) -> Candi
 SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning", "os-error")
 SURVIVED_AFTER = 5  # ordinary lines of the same process after an error that show it carried on
 TRACEBACK_TITLE = "Traceback (most recent call last)"
+# A native stack's header or frame: glog's "*** Check failure stack trace: ***" and its
+# "@ 0x7f4c5091c27d google::LogMessage::Fail()", UCX's "==== backtrace (tid: 52950) ====",
+# gdb's "#3 0x... in f ()". The process is going down, as under a Python traceback.
+NATIVE_STACK = re.compile(
+    r"^\s*(?:\*{3} [^*\n]*stack trace[^*\n]*\*{3}"
+    r"|={2,} ?backtrace\b"
+    r"|@ +0x[0-9a-fA-F]{4,} "
+    r"|#\d+ +0x[0-9a-fA-F]{4,} )"
+)
 
 
 def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
-    """The process printed ordinary output (no failure, no warning) after ``c``: it carried on."""
+    """The process printed ordinary output (no failure, no warning) after ``c``: it carried on.
+
+    A record whose next line introduces a list ("Stalled ranks:" under Horovod's stall warning)
+    is a report of several lines: what it lists is its detail, no ordinary output."""
     ordinary = 0
     for k, text in enumerate(c.hit.after, 1):
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
-        if TRACEBACK_TITLE in facts.message or FRAME.match(facts.message):
-            return False  # a traceback follows (plain or drawn by rich): the process is going down
+        if ordinary == 0 and facts.rank == c.hit.rank and introduces(facts.message):
+            return False
+        message = facts.message
+        if TRACEBACK_TITLE in message or FRAME.match(message) or NATIVE_STACK.match(message):
+            return False  # a traceback follows (plain, drawn by rich, native): the process is going down
         if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
     return ordinary >= SURVIVED_AFTER
@@ -155,6 +170,7 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
                 gone.add(id(c))
             continue
         c.line, c.text = inner.line, inner.text
+        c.tier = min(c.tier, inner.tier)  # the carried line states it: as strongly as it did alone
         gone.add(id(inner))
     return [c for c in cands if id(c) not in gone]
 

@@ -23,10 +23,13 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        # a bar refreshed with "\r" many times: the terminal shows its last refresh
+        r"^[^\n]*\d%\|[^\n]*\r(?=[^\r\n]*\d%\|)",
         # a progress bar a record was printed onto without a newline (tqdm's "\r" refresh):
         # "Epoch 0:  2%|▏   | 13/591 [15:07<11:12, 69.84s/it, loss=1.87]2022-08-19 19:12:17: E ..."
         r"^[^|\n]{0,120}\d+%\|[^|\n]{0,120}\| *\d+/\d+ \[[^\]\n]{0,200}\] *"
-        r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b)",
+        r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b"
+        r"|\[(?:rank|RANK)(?:: ?| )?\d+\])",  # or a rank tag: "...it/s, loss=3.4][rank: 2] Received ..."
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
@@ -37,6 +40,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[\d{1,5},(?P<rank>\d+)\]<std(?:out|err|diag)>: ?",  # mpirun --tag-output: [job,rank]
+        r"^\[(?P<rank>\d{1,6})\]<std(?:out|err|diag)>: ?",  # horovodrun's (Gloo) stream tag: [rank]
         r"^\[(?P<pid>\d{3,})\] ",  # a bare pid tag
         r"^ {0,4}(?P<task>\d{1,5}): ",  # srun --label (right-aligned to the widest task id): its task
         # NCCL: host:pid:tid [cudaDev]
@@ -50,7 +54,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?P<level>[IWEFDT]) [\w./<>-]+:\d+\] ",  # TensorFlow's and Horovod's D and T too
         # timestamps: [2024-09-11 17:52:18,030] or 2024-09-11T17:52:18.030Z
         r"^\[?(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)\]?"
-        r"(?::? |(?=\[\d{1,5},\d+\]<std))",  # a space after it, or Open MPI's tag glued to it
+        r"(?::? |(?=\[(?:\d{1,5},)?\d+\]<std))",  # a space after it, or Open MPI's tag glued to it
         # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
         # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
         r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",
@@ -92,7 +96,7 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\b[Pp]rocess (?P<of>\d+) ?(?:of|/) ?\d+\b"  # "process 3 of 8": a pid is never counted out of N
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "
-    r"|\brank[:=] ?(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
+    r"|\brank[:=] {0,2}(?P<kv>\d+)\b"  # "... at line: 86 rank: 0"
     # a rank as the subject of a sentence: "... on ranks. Rank 1 is running collective: ..."
     r"|(?:^|[.:;] )[Rr]ank (?P<subj>\d+) (?:is|has|was|did|failed|timed out|received|hit|got)\b"
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"

@@ -59,6 +59,8 @@ from signatures.failtable import demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
+from signatures.nonfinite import demote_recovered_metrics
+from signatures.pendinglists import name_diverged_lists
 from signatures.progress import Progress
 from signatures.reports import (
     abort_follows_its_error,
@@ -143,11 +145,13 @@ def candidates(
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
+    demote_recovered_metrics(out, progress)
     _demote_late_unknowns(out)
     demote_other_entries(out)
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
+    name_diverged_lists(out, library)
     return out
 
 

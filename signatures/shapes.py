@@ -58,7 +58,8 @@ ERROR_LEVELS = ("E", "F", "C")
 _LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
 # glog heads: E0612 12:00:00 (c10's own: E612), [E file.cc:12], TensorFlow's "E tensorflow/..."
 _GLOG_HEADS = (
-    *(f"E{digit}".encode() for digit in range(10)),  # F-level heads come with "Check failed"
+    # E and F: a FATAL record states its failure whether or not it is a "Check failed"
+    *(f"{level}{digit}".encode() for level in "EF" for digit in range(10)),
     b"[E ",
     b"[F ",
     b": E ",
@@ -193,15 +194,21 @@ SHAPES: tuple[Shape, ...] = (
         "reported-exception",
         ShapeKind.ERROR,
         "an exception a framework or test runner reported",
-        (b"<class '", b"Error: ", b"Exception: ", b"Error('", b"Exception('", b"<Task finished "),
+        (
+            b"<class '", b"Error: ", b"Exception: ", b"<Task finished ",
+            *(f"{name}({quote}".encode() for name in ("Error", "Exception") for quote in "'\""),
+        ),
         re.compile(
             r"<class '[\w.]+(?:Error|Exception)'>"
+            # an exception's repr printed as the whole message: Hydra's "TypeError("f() got ...")"
+            r"""|^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\((?:'[^\n]*'|"[^\n]*")\)[ \t]*$"""
             r"|^future: <Task finished .* exception=\S"  # asyncio's "Task exception was never retrieved"
             r"|(?:^|[ \t(-])(?:[a-z_][a-z0-9_]*\.)+[A-Z]\w*(?:Error|Exception)(?:: |\(')"
         ),
         pattern=(
             r"<class '|(?:[a-z_][a-z0-9_]*\.)+[A-Z][A-Za-z0-9]*(?:Error|Exception)(?:: |\(')"
             r"|<Task finished [^\n]* exception="
+            r"""|(?:Error|Exception)\(["']"""
         ),
     ),
     Shape(
@@ -263,6 +270,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
+            r"|\b[Rr]eceived SIG[A-Z]{2,4}(?:: ?\d+)?\.?[ \t]*$"  # the message ends in the signal it got
             # a launcher's verdict in prose: "the trainer process with rank=[3] was aborted"
             r"|\bprocess(?:es)?\b[^\n]{0,80}\b(?:was|were) aborted\b"
         ),
@@ -356,7 +364,8 @@ def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:
     return False
 
 
-_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b")
+# A signal and the exit it causes together (a bare "Received SIGTERM: 15" is one when not quiet)
+_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b.{0,40}\b(?:exiting|shutting down|terminat|abort)")
 
 
 def _traceback_next(after: Sequence[str]) -> bool:

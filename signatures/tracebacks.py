@@ -16,6 +16,10 @@ from functools import cache
 from signatures.lines import unwrap
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+# A frame line and nothing else: a "frame" that goes on with more text is a paste whose line
+# breaks were lost ('File "...", line 9, in f 10: work = ... 10: DistBackendError: ...').
+_FRAME_ALONE = re.compile(r'^\s*File "[^"]+", line \d+(?:, in [^ \t]+)?[ \t]*$')
+_LONG_FRAME = 240  # a frame line longer than this holds more than its frame
 HEADER = re.compile(r"^\s*Traceback \(most recent call last\):")
 CARETS = re.compile(r"^\s*[\^~]+\s*$")
 CHAIN = re.compile(
@@ -27,7 +31,9 @@ _SEE_ABOVE = r"(?: \(see above for traceback\))?"
 # A wrapper names the exception it carries in parentheses: Ray's "RayTaskError(OutOfMemoryError): ..."
 _CARRIED = r"(?:\((?:[A-Za-z_]\w*\.){0,6}[A-Za-z_]\w*\))?"
 EXCEPTION = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
+    r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
+    # any class of an exceptions module: torch._dynamo.exc.BackendCompilerFailed
+    r"|(?<=exc\.)[A-Z]\w+|(?<=errors\.)[A-Z]\w+|(?<=error\.)[A-Z]\w+|(?<=exceptions\.)[A-Z]\w+)"
     + _CARRIED
     + _SEE_ABOVE
     + r"(?::|$)"
@@ -79,7 +85,7 @@ class TracebackView:
 
 def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
     """Classify a hit line from its unwrapped ``message`` and the raw ``before`` lines."""
-    if FRAME.match(message):
+    if FRAME.match(message) and (len(message) <= _LONG_FRAME or _FRAME_ALONE.match(message)):
         return TracebackView(False, True, True, (), None, None)
     messages = _Lazy(before)
     if message[:1] in (" ", "\t"):

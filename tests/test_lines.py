@@ -261,3 +261,34 @@ def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
 def test_a_progress_bar_alone_keeps_its_text() -> None:
     bar = "Epoch 3:  50%|█████     | 5/10 [00:05<00:05,  1.00it/s, loss=2.1]"
     assert unwrap(bar).message == bar
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "rank"),
+    [
+        ("[5]<stderr>:Fatal Python error: Segmentation fault", "Fatal Python error: Segmentation fault", 5),
+        ("Tue Mar  4 09:01:02 2025[12]<stdout>:ValueError: bad shard", "ValueError: bad shard", 12),
+        ("2025-03-04 09:01:02.5[0]<stderr>:worker ready", "worker ready", 0),
+    ],
+)
+def test_a_launchers_stream_tag_of_one_number_is_the_rank(line: str, message: str, rank: int) -> None:
+    # horovodrun (Gloo) tags each rank's stream "[rank]<stderr>:", glued to its timestamp or not
+    facts = unwrap(line)
+    assert (facts.message, facts.rank) == (message, rank)
+
+
+def test_a_stream_name_in_brackets_without_a_rank_is_no_tag() -> None:
+    assert unwrap("[x]<stderr>: hello").rank is None
+    assert unwrap("[3] <stderr> hello").message == "[3] <stderr> hello"
+
+
+def test_a_bar_refreshed_many_times_shows_its_last_refresh_and_what_was_printed_onto_it() -> None:
+    bar = "Epoch 0:  31%|███       | {n}/3999 [1:07:0{n}<2:31:54,  3.28s/it, loss={n}.1]"
+    line = "\r".join(bar.format(n=n) for n in (1, 2, 3)) + "[rank: 4] worker got SIGUSR1: 10"
+    facts = unwrap(line)
+    assert (facts.message, facts.rank) == ("worker got SIGUSR1: 10", 4)
+    # the refreshes alone are still one progress bar's text
+    plain = "\r".join(bar.format(n=n) for n in (1, 2))
+    assert unwrap(plain).message == bar.format(n=2)
+    # a carriage return in a line that is no progress bar is left alone
+    assert unwrap("loading\rdone ok").message == "loading\rdone ok"

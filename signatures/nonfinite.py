@@ -1,0 +1,60 @@
+"""A non-finite metric the run came back from states no degradation.
+
+A loss or gradient norm printed as ``nan`` or ``inf`` is a degradation when it stays so. When the
+same process prints the same metric finite again later, the run recovered: a mixed-precision
+scaler skipping its first overflowed steps (``grad_norm: nan`` then ``grad_norm: 3.97``), or a
+running average that one bad batch spoiled until the next epoch reset it (``training loss nan``
+then ``training loss 0.955``). A diverged run never prints a finite value of the metric again.
+"""
+
+from __future__ import annotations
+
+import re
+
+from signatures.candidate import TIER_BENIGN, TIER_DEGRADED, Candidate
+from signatures.lines import unwrap
+from signatures.progress import Progress
+
+# The metric printed non-finite: "training loss nan", "'grad_norm': nan", "loss=inf", "loss: tensor(nan".
+_NON_FINITE = re.compile(
+    r"(?P<name>[A-Za-z_][\w.-]*)[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?(?:nan|NaN|NAN|inf|Inf|INF)\b"
+)
+
+
+def _finite(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?\.?\d")
+
+
+def _names(c: Candidate) -> frozenset[str]:
+    return frozenset(m.group("name") for m in _NON_FINITE.finditer(c.hit.facts.message))
+
+
+def recovered_metric(c: Candidate, progress: Progress | None) -> bool:
+    """Every metric ``c`` prints non-finite is printed finite again later by the same process."""
+    names = _names(c)
+    if not names:
+        return False
+    later = [unwrap(t) for t in c.hit.after]
+    own = [f.message for f in later if f.rank == c.hit.rank]
+    if progress is not None:
+        # the same rank's progress below it (without a rank: the untagged stream's, whoever else
+        # prints tagged progress around it)
+        every = progress.lines.get(c.hit.file_index, [])
+        own += [unwrap(p.text).message for p in every if p.line > c.line and p.rank == c.hit.rank]
+    return all(any(_finite(name).search(text) for text in own) for name in names)
+
+
+def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) -> None:
+    """A degradation no signature knows whose metric came back finite was survived.
+
+    Latest first: a line whose metrics a later line of the same process printed non-finite too,
+    and that one recovered, recovered as well (a long run of ``nan`` lines, in a log too large to
+    keep every progress line, shows the finite value only near its last line)."""
+    came_back: set[tuple[int, int | None, frozenset[str]]] = set()
+    metric = [c for c in cands if c.signature is None and "non-finite-metric" in c.shapes]
+    for c in sorted(metric, key=lambda c: (c.hit.file_index, -c.line)):
+        key = (c.hit.file_index, c.hit.rank, _names(c))
+        if key in came_back or recovered_metric(c, progress):
+            came_back.add(key)
+            if c.tier == TIER_DEGRADED:
+                c.tier = TIER_BENIGN

@@ -1,0 +1,200 @@
+"""More failures no signature knows (signatures/shapes.py, episodes.py, nonfinite.py): a FATAL
+record over a native stack, an exception's repr, a signal a process says it received, and a
+non-finite metric the run came back from. Made-up lines, negatives beside positives.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Diagnosis, Source, Status, diagnose
+from signatures.candidate import TIER_BENIGN
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(
+        tmp_path_factory.mktemp("lib"),
+        [
+            signature_doc("chatty", role="benign"),
+            signature_doc("stuck", role="initiating", fingerprints=[{"regex": r"queues have waited \d+ s"}]),
+            signature_doc("step-carrier", role="wrapper", fingerprints=[{"regex": r"CompileStepFailed: "}]),
+        ],
+    )
+
+
+def run(library: Library, text: str) -> Diagnosis:
+    return diagnose([Source.from_text("job.log", text)], library=library)
+
+
+def line_of(d: Diagnosis) -> int | None:
+    return d.initiating.line if d.initiating else None
+
+
+ORDINARY = "".join(f"worker: loaded block {n}\n" for n in range(8))
+
+
+@pytest.mark.parametrize(
+    "stack",
+    [
+        "*** Check failure stack trace: ***\n    @     0x7f4c5091c27d  google::LogMessage::Fail()\n",
+        "==== backtrace (tid:  4411) ====\n 0 0x0000000000047798 ucs_fatal_error_message()  ???:0\n",
+        "#0  0x00007f3a1c2d in raise () from /lib/libc.so.6\n#1  0x00007f3a1c2e in abort ()\n",
+    ],
+)
+def test_a_fatal_record_over_a_native_stack_states_the_failure(library: Library, stack: str) -> None:
+    record = "F0307 11:02:03.000100  4411 channel.cc:88] lost the parameter shard server\n"
+    d = run(library, "starting\n" + record + stack + ORDINARY)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+
+
+def test_an_error_record_followed_by_ordinary_output_was_survived(library: Library) -> None:
+    # the same record with no stack under it, and the process printing on: carried on from it
+    record = "E0307 11:02:03.000100  4411 channel.cc:88] lost the parameter shard server\n"
+    assert run(library, "starting\n" + record + ORDINARY).status is Status.CLEAN
+
+
+def test_a_fatal_record_is_a_failure_without_a_check(library: Library) -> None:
+    d = run(library, "boot\nF1201 08:00:00.5 91 pool.cc:12] arena exhausted, giving up\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    info = "boot\nI1201 08:00:00.5 91 pool.cc:12] arena exhausted, resizing\n"
+    assert run(library, info).status is Status.CLEAN
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "KeyError('optimizer.lr')",
+        'ConfigCompositionException("Could not override \'trainer.devices\'")',
+        "mypkg.errors.ShardError('shard 3 of 8 is empty')",
+    ],
+)
+def test_an_exceptions_repr_printed_alone_states_a_failure(library: Library, line: str) -> None:
+    d = run(library, f"Error executing job with overrides: []\n{line}\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "retrying after KeyError('optimizer.lr') on attempt 1",  # mid-sentence: the retry handles it
+        "handlers = {ValueError(): skip}",
+        "class ShardError(Exception):",
+    ],
+)
+def test_an_exception_named_in_other_text_is_no_repr_line(library: Library, line: str) -> None:
+    assert run(library, f"step 1 loss 0.5\n{line}\nstep 2 loss 0.4\n").status is Status.CLEAN
+
+
+def test_a_message_that_ends_in_the_signal_it_received_is_a_death(library: Library) -> None:
+    d = run(library, "step 10 loss 0.3\n[rank: 3] Received SIGHUP: 1\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2 and d.initiating and d.initiating.rank == 3
+    # a handler installed for it, or the signal logged at info level with no exit, is none
+    assert run(library, "step 10 loss 0.3\nRegistered handler for SIGHUP: 1\n").status is Status.CLEAN
+    quiet = "[2025-01-02 03:04:05,006] [INFO] [agent.py:9:f] Received SIGHUP: 1\n"
+    assert run(library, "step 10 loss 0.3\n" + quiet).status is Status.CLEAN
+
+
+def test_a_non_finite_metric_printed_finite_again_was_recovered(library: Library) -> None:
+    # a scaler's first overflowed steps: the gradient norm comes back finite
+    log = (
+        "it [1][50/900] lr 0.1, grad_norm: nan, loss_x: 1.2\n"
+        "it [1][100/900] lr 0.1, grad_norm: 4.51, loss_x: 1.1\n"
+    )
+    assert run(library, log).status is Status.CLEAN
+    # a running average spoiled for a while, then reset
+    spoiled = "".join(f"ep 3 it {n}: train loss nan\n" for n in range(1, 6))
+    assert run(library, spoiled + "ep 4 it 1: train loss 0.912\n").status is Status.CLEAN
+
+
+def test_a_non_finite_metric_that_stays_so_is_a_degradation(library: Library) -> None:
+    spoiled = "".join(f"ep 3 it {n}: train loss nan\n" for n in range(1, 6))
+    assert run(library, "ep 2 it 9: train loss 0.97\n" + spoiled).status is Status.DEGRADED
+    # another metric finite is no recovery of the one that went non-finite
+    log = "it 50 grad_norm: inf, lr: 0.1\nit 100 grad_norm: inf, lr: 0.1\nit 150 lr: 0.1\n"
+    assert run(library, log).status is Status.DEGRADED
+
+
+def test_a_warning_whose_next_line_introduces_a_list_is_one_report_not_survived(library: Library) -> None:
+    # a known failure logged as a warning, then the list it introduces: its detail, not ordinary
+    # output the process went on with
+    head = "[0]<stderr>:W0101 10:00:00.1 7 watch.cc:5] queues have waited 90 s on a subset of workers\n"
+    listed = "[0]<stderr>:Waiting workers:\n" + "".join(f"[0]<stderr>:{n}: [queue.{n}]\n" for n in range(6))
+    d = run(library, head + listed)
+    assert d.signature is not None and d.signature.id == "stuck" and line_of(d) == 1
+    # the same warning followed by ordinary lines was survived
+    ordinary = "".join(f"[0]<stderr>:loaded block {n}\n" for n in range(6))
+    assert run(library, head + ordinary).status is Status.CLEAN
+
+
+def test_a_long_run_of_non_finite_lines_recovers_from_its_last_one(library: Library) -> None:
+    # with no progress lines kept (a large log's sampling), only the last non-finite line sees the
+    # finite value within its context; the earlier ones of the same metric recovered with it
+    from signatures.engine import scan_sources
+    from signatures.ranking import candidates
+
+    spoiled = "".join(f"ep 3 it {n}: train loss nan\n" for n in range(1, 30))
+    for tail, recovered in (("ep 4 it 1: train loss 0.912\n", True), ("ep 4 it 1: lr 0.1\n", False)):
+        scans = scan_sources([Source.from_text("job.log", spoiled + tail)], library=library)
+        cands = candidates([h for s in scans for h in s.hits], library, None)
+        degraded = [c for c in cands if "non-finite-metric" in c.shapes and c.tier != TIER_BENIGN]
+        assert (degraded == []) is recovered
+
+
+def test_a_paste_that_lost_its_line_breaks_is_read_past_its_first_frame(library: Library) -> None:
+    # a frame that goes on with the rest of the traceback on the same line: the exception in it
+    # states the failure; a frame line alone, however long its path, states nothing
+    pad = "x" * 150
+    lost = (
+        f'File "/srv/{pad}/comm.py", line 88, in broadcast  3: work = pg.broadcast(t)  '
+        "3: mylib.errors.LinkError: peer 10.0.0.7 closed the bootstrap socket\n"
+    )
+    d = run(library, lost)
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 1
+    alone = f'step 3 loss 0.2\n  File "/srv/{pad}/{pad}/mylib/errors.py", line 88, in raise_link_error\n'
+    assert run(library, alone).status is Status.CLEAN
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:", "BackendCompilerFailed"),
+        ("mypkg.errors.ShardGone: shard 3", "ShardGone"),
+        ("ValueError: bad", "ValueError"),
+        ("my.module.Thing: not an exception", None),
+        ("excess.Value: a field", None),
+    ],
+)
+def test_a_class_of_an_exceptions_module_is_an_exception_by_name(line: str, name: str | None) -> None:
+    from signatures.tracebacks import exception_name
+
+    assert exception_name(line) == name
+
+
+def test_a_carrier_of_an_exceptions_module_gives_way_to_the_error_it_raised(library: Library) -> None:
+    head = "[2024-01-02 03:04:05,006] tool.convert: [WARNING] "
+    log = (
+        f"{head}Traceback (most recent call last):\n"
+        f'{head}  File "/srv/build.py", line 9, in compile\n'
+        f"{head}mytool.exc.CompileStepFailed: backend='fast' raised:\n"
+        f"{head}FileNotFoundError: [Errno 2] No such file or directory: 'linker'\n"
+    )
+    d = run(library, "start\n" + log)
+    assert d.initiating is not None and d.initiating.line == 5
+
+
+def test_the_carried_line_keeps_its_own_strength_under_a_wrappers_signature(library: Library) -> None:
+    # a wrapper's carrier ("...raised:") gives way to the error it carries on the next line; that
+    # line states the failure as strongly as it did alone, so a later failure does not overtake it
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/build.py", line 9, in compile\n'
+        "mytool.exc.CompileStepFailed: backend='fast' raised:\n"
+        "FileNotFoundError: [Errno 2] No such file or directory: 'linker'\n"
+        "later: queues have waited 90 s on a subset of workers\n"
+    )
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.line == 4
+    assert d.signature is not None and d.signature.id == "step-carrier"
