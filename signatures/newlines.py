@@ -57,10 +57,5 @@ class Counter:
         return int(np.count_nonzero(self.mask[start:stop]))
 
 
-def count(data: bytes, start: int = 0, end: int | None = None) -> int:
-    """Newlines in ``data[start:end]``, one span of one chunk."""
-    return Counter(data).count(start, end)
-
-
 def using_numpy() -> bool:
     return _numpy is not None
