@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
 from signatures.library import Kind, Matcher
+from signatures.progress import is_progress
 from signatures.lines import unwrap
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
@@ -72,6 +73,8 @@ _WARN_WORD = re.compile(
 _DETAIL = re.compile(r"^(?:[-=*#_~]{3,}|[*\u2022>-]\s|\d{1,2}[.)]\s)")
 # What starts a record of its own, in whatever head a log writes: a time of day or a level word.
 _RECORD_HEAD = re.compile(r"\b\d{1,2}:\d{2}:\d{2}|(?:^|[\s\[|(])(?:ERROR|WARN|WARNING|FATAL|CRITICAL|INFO)\b")
+# A progress count at its total ("iter: 80000/80000", "100%|##########|"): the run finished.
+_FINISHED = re.compile(r"\b(\d+)\s*/\s*\1\b|\b100%")
 _DIGITS = re.compile(r"\d+")
 HEAD = 100  # characters of a line in which a level word is its level
 
@@ -140,7 +143,13 @@ def last_words(scans: Sequence[TextScan]) -> list[Hit]:
 
 def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     # (hit, whether it is a warning) for each line of the text's end that states a failure
-    after_progress = max((n for n, _ in scan.progress), default=0)
+    # The scan keeps a sample of progress lines; the kept last lines give the latest one for sure.
+    progress = max(
+        [*scan.progress[-1:], *((n, x) for n, x in scan.last_lines if is_progress(x.encode()))], default=None
+    )
+    if progress is not None and _FINISHED.search(progress[1]):
+        return []  # the run's last progress line reached its total: it finished
+    after_progress = progress[0] if progress is not None else 0
     texts = [t for _, t in scan.last_lines]
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []

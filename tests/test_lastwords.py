@@ -84,6 +84,14 @@ def test_a_failure_before_the_last_progress_line_is_no_last_word(library: Librar
     assert stated(library, START + "mover couldn't push shard 12 to the bucket\n" + progress) is None
 
 
+def test_a_run_whose_progress_reached_its_total_finished(library: Library) -> None:
+    progress = "".join(f"[train] iter: {n}/3000, loss: 0.2{n % 7}\n" for n in (2980, 2990, 3000))
+    summary = "no count rule for <class 'Gate'>; it could not be counted\n"
+    assert stated(library, START + progress + summary) is None
+    unfinished = progress.replace("3000/3000", "2995/3000")
+    assert stated(library, START + unfinished + summary) is not None
+
+
 def test_a_log_that_ends_in_warnings_alone_is_clean(library: Library) -> None:
     text = START + "2031-05-09 10:00:00 WARNING pool.py:9 -- worker 3 unreachable, will be re-scheduled\n"
     text += "Additional detail: connect error from peer 10.0.0.3\n"  # the warning's headless detail
