@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
 from signatures.library import Kind, Matcher
-from signatures.progress import is_progress
 from signatures.lines import unwrap
+from signatures.progress import is_progress
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
 from signatures.tracebacks import FRAME, is_advice, read_traceback
