@@ -21,6 +21,7 @@ from signatures.errors import InputTooLarge
 from signatures.explain import confidence, downstream_groups, fix_steps, why
 from signatures.flight_recorder import read_any, with_findings
 from signatures.hits import TextScan
+from signatures.lastwords import last_words
 from signatures.library import Library
 from signatures.missing import CLEAN_MISSING, missing_facts, ranks_seen
 from signatures.missing import Evidence as MissingEvidence
@@ -156,6 +157,10 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
+    if not ranked:
+        # Nothing stated a failure by its shape: what the texts say in words as they end.
+        ranked = ordered(candidates(last_words(scans), library, progress, stops))
+        ranked = [c for c in ranked if c.tier != TIER_BENIGN]
     if not ranked:
         return read.onto(
             Diagnosis(

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from signatures import newlines
 from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
+from signatures.lastlines import keep_last
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
 from signatures.progress import KEPT as PROGRESS_KEPT
@@ -70,6 +71,7 @@ def read_text(
     prev_tail = list(prev_tail or [])
     base = 0  # lines before the current chunk
     open_line: set[int] = set()  # patterns already hit on a line the last chunk cut short
+    ends: list[tuple[bytes, int]] = []  # the last chunks read, with the line each ends
     for raw_chunk, next_chunk in _lookahead(chunks, following):
         result.bytes += len(raw_chunk) - getattr(raw_chunk, "overlap", 0)
         # Colour codes can sit inside a message (coloured tracebacks); they never hold a newline,
@@ -88,8 +90,12 @@ def read_text(
         base += lines_to + newline_counter.count(counted_to)  # each byte counted once
         result.progress.extend(progress_lines(_last_part(chunk), base))
         del result.progress[:-PROGRESS_KEPT]
+        ends.append((chunk, base))
+        del ends[:-2]  # the last two chunks hold a text's last lines, however short the last one
         prev_tail = _tail_lines(chunk, BEFORE_LINES)
     result.lines = base
+    for chunk, through in ends:
+        result.last_lines = keep_last(result.last_lines, chunk, through)
     for tail in result.tail.values():
         result.hits.extend(sorted(tail, key=lambda h: h.line))
     result.tail.clear()

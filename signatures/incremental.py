@@ -26,6 +26,8 @@ from signatures.hits import (
     TextScan,
     read_text,
 )
+from signatures.lastlines import keep_last_lines
+from signatures.lastwords import states_failure
 from signatures.library import CAP_STRUCTURE, Kind, Library
 from signatures.lines import rank_from_name
 from signatures.progress import KEPT as PROGRESS_KEPT
@@ -129,6 +131,9 @@ class GrowingText:
             scan.progress.extend((n + offset, text) for n, text in part.progress)
             del scan.progress[:-PROGRESS_KEPT]
             self.changed = True
+        if part.last_lines:
+            scan.last_lines = keep_last_lines(scan.last_lines, [(n + offset, x) for n, x in part.last_lines])
+            self.changed = self.changed or any(states_failure(x) for _, x in part.last_lines)
         room = CAP_STRUCTURE - len(scan.sightings)  # the first sightings name who is who
         if room > 0 and part.sightings:
             scan.sightings.extend(replace(s, line=s.line + offset) for s in part.sightings[:room])

@@ -16,6 +16,7 @@ from signatures import pooling
 from signatures.errors import InputError
 from signatures.flight_recorder import read_any
 from signatures.hits import BEFORE_LINES, TextScan, read_text
+from signatures.lastlines import keep_last_lines
 from signatures.library import Library
 from signatures.progress import KEPT as PROGRESS_KEPT
 from signatures.skipping import Skips, read_each
@@ -164,6 +165,7 @@ def _join(parts: list[TextScan]) -> TextScan:
         joined.hits.extend(part.hits)
         joined.sightings.extend(replace(x, line=x.line + offset) for x in part.sightings)
         joined.progress.extend((line + offset, text) for line, text in part.progress)
+        joined.last_lines = keep_last_lines(joined.last_lines, [(n + offset, x) for n, x in part.last_lines])
         for pid, n in part.counts.items():
             joined.counts[pid] = joined.counts.get(pid, 0) + n
         for key, value in part.facts.items():

@@ -61,6 +61,8 @@ class TextScan:
     sightings: list[Sighting] = field(default_factory=list)  # lines that tell who is who
     # Generic hits past a pattern's cap: the newest are kept, since a run fails at its end.
     tail: dict[int, deque[Hit]] = field(default_factory=dict)
+    # (line number, text) of the text's last lines: a dying run's last words (lastwords.py)
+    last_lines: list[tuple[int, str]] = field(default_factory=list)
 
     def renumber(self, file_index: int) -> None:
         """Give this text its place among all texts of a diagnosis."""

@@ -1,0 +1,192 @@
+"""The last words of a log: a failure stated in plain words, read when nothing else states one.
+
+A run that died often says why in words no shape or signature knows: Open MPI's "ORTE has lost
+communication with a remote daemon", Ascend's "Getting socket times out", Ray's "has been marked
+dead because the detector has missed too many heartbeats". Scanning every line of every log for
+such common words would cost time and find them in healthy output everywhere, so they are read
+only when the scan found no failure at all, and only where a dying run says them: among the last
+lines of a text (``TAIL_LINES``, kept by the scan), after its last progress line.
+
+A line qualifies when its message says that something failed, timed out, was lost or died, outside
+a negation or a condition ("no errors", "if the job fails"), and it is no info or debug record,
+traceback frame or advice. The lines found go through the same noise model as every other
+candidate (retried right after, trained on past it); the earliest that stands is named
+``unrecognized``. A run that finished says no such thing after its last progress line, so a
+healthy log stays ``clean``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
+from signatures.lastlines import TAIL_LINES
+from signatures.library import Kind, Matcher
+from signatures.lines import unwrap
+from signatures.progress import is_progress
+from signatures.shapes import Shape, ShapeKind
+from signatures.textscan import Hit, TextScan
+from signatures.tracebacks import FRAME, is_advice, read_traceback
+
+CONTEXT = 12  # lines before and after a line that go with it, as for a scan hit
+
+# Words that state a failure of something.
+_FAILED = re.compile(
+    r"\b(?:fail(?:ed|s|ure|ing)?|errors?|cannot|can't|could\s+not|couldn't|unable\s+to"
+    r"|timed?[\s-]?out|times\s+out|lost|died|dead|crash(?:ed|es)?|abort(?:ed|ing)?"
+    r"|terminat(?:ed|ing)|refused|denied|unreachable|exceeded|killed|panic|fatal"
+    r"|not\s+(?:found|known|responding|reachable)|no\s+such|corrupt(?:ed)?|unexpectedly"
+    r"|stuck|hung)\b",
+    re.IGNORECASE,
+)
+# Words just before a failure word that make it no statement of one: a negation ("no errors",
+# "0 failed"), or, a few words before, a condition or possibility ("if the link fails", "may time
+# out") or an aim ("to avoid a timeout").
+_NOT_STATED = re.compile(
+    r"(?:\b(?:no|not|zero|without)|\b0)\s*$"
+    r"|\b(?:if|when|whether|unless|may|might|can|could|would|should|in\s+case\s+of|on|upon|avoid|prevent"
+    r"|ignor(?:e|ed|ing))\b(?:\s+[^\s,;.:]+){0,3}\s*$",
+    re.IGNORECASE,
+)
+# A level word is no statement: "[ERROR]    ^^^^" says nothing failed.
+_LEVEL_TOKEN = re.compile(r"(?:^|(?<=[\s\[|(]))(?:ERROR|FATAL|CRITICAL|WARN(?:ING)?)\b")
+# Words after a failure that say it was worked around.
+_WORKED_AROUND = re.compile(
+    r"\b(?:instead|fall(?:ing|s)?\s+back|retry(?:ing)?|default(?:ing|s)?\s+to|setting\s+\S+\s+to|skipping"
+    r"|ignoring|continuing|using)\b",
+    re.IGNORECASE,
+)
+# A failure word followed by a count of none ("errors: 0", "failed=0") counts nothing.
+_NONE_COUNTED = re.compile(r"^\s*(?:[:=]\s*)?0\b")
+_QUIET = ("I", "D")  # info and debug records state no failure of their own
+# An info or debug level written as a word in a line's head (NCCL's "host:pid:tid [0] NCCL INFO").
+_QUIET_WORD = re.compile(
+    r"(?:^|[\s\[|(])(?:INFO|DEBUG|TRACE|NOTICE|VERBOSE)(?:[\s\]|):]|$)|\d:\d\d(?:[.,]\d+)?:?\s+[ID]\s"
+)
+_WARN_WORD = re.compile(
+    r"(?:^|[\s\[|(])(?:WARN|WARNING|Warning)(?:[\s\]|):]|$)"  # a level word
+    r"|\b[A-Z]\w*Warning: "  # Python's warnings module: "conv.py:456: UserWarning: ..."
+    r"|\d:\d\d(?:[.,]\d+)?:?\s+W\s"  # a level letter after the time: "17:06:25.825248: W path"
+)
+# A line of a several-line report: a box's rule, a list item ("* not finding the libraries").
+_DETAIL = re.compile(r"^(?:[-=*#_~]{3,}|[*\u2022>-]\s|\d{1,2}[.)]\s)")
+# What starts a record of its own, in whatever head a log writes: a time of day or a level word.
+_RECORD_HEAD = re.compile(r"\b\d{1,2}:\d{2}:\d{2}|(?:^|[\s\[|(])(?:ERROR|WARN|WARNING|FATAL|CRITICAL|INFO)\b")
+# A progress count at its total ("iter: 80000/80000", "100%|##########|"): the run finished.
+_FINISHED = re.compile(r"\b(\d+)\s*/\s*\1\b|\b100%")
+_DIGITS = re.compile(r"\d+")
+HEAD = 100  # characters of a line in which a level word is its level
+
+WORDS = Shape(
+    name="failure-in-words",
+    kind=ShapeKind.ERROR,
+    label="a line near the log's end that says in words that something failed",
+    needles=(),
+    verify=_FAILED,
+)
+_MATCHER = Matcher(
+    pid=-1,
+    kind=Kind.SHAPE,
+    signature=None,
+    verify_source=_FAILED,
+    locate_source=(_FAILED.pattern.encode(), re.IGNORECASE),
+    excludes=(),
+    cap=TAIL_LINES,
+    shape=WORDS,
+)
+
+
+def _carried_on(texts: Sequence[str], i: int) -> bool:
+    # Ordinary output after the line (any process's, info records included; not a record's
+    # indented detail, a traceback, advice or another failure statement): the text went on.
+    ordinary = 0
+    for text in texts[i + 1 :]:
+        message = unwrap(text).message
+        bare = message.strip()
+        if not bare or message[:1].isspace() or FRAME.match(bare) or TRACEBACK_TITLE in bare:
+            continue
+        if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
+            continue  # advice, a failure, a report's rule or list item, or what introduces a list
+        ordinary += 1
+        if ordinary >= SURVIVED_AFTER:
+            return True
+    return False
+
+
+def states_failure(message: str) -> bool:
+    """Whether ``message`` says, outside a negation or condition, that something failed (and not
+    that it was worked around: "was not found. Setting CardData to empty")."""
+    message = _LEVEL_TOKEN.sub(" ", message)
+    for m in _FAILED.finditer(message):
+        if _WORKED_AROUND.search(message, m.end()):
+            return False
+        before = message[max(0, m.start() - 24) : m.start()]
+        if _NOT_STATED.search(before) or _NONE_COUNTED.match(message[m.end() :]):
+            continue
+        return True
+    return False
+
+
+def last_words(scans: Sequence[TextScan]) -> list[Hit]:
+    """The lines among each text's last ones, after its last progress line, that state a failure.
+
+    A warning is one of them only when a line that is no warning states a failure after it: a
+    text that ends in warnings alone ends in what its processes worked around."""
+    out: list[Hit] = []
+    for scan in scans:
+        found = _stated(scan)
+        if any(not warned for _, warned in found):
+            out.extend(hit for hit, _ in found)
+    return out
+
+
+def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
+    # (hit, whether it is a warning) for each line of the text's end that states a failure
+    # The scan keeps a sample of progress lines; the kept last lines give the latest one for sure.
+    progress = max(
+        [*scan.progress[-1:], *((n, x) for n, x in scan.last_lines if is_progress(x.encode()))], default=None
+    )
+    if progress is not None and _FINISHED.search(progress[1]):
+        return []  # the run's last progress line reached its total: it finished
+    after_progress = progress[0] if progress is not None else 0
+    texts = [t for _, t in scan.last_lines]
+    survived: set[str] = set()
+    out: list[tuple[Hit, bool]] = []
+    warning = False  # the line is a warning record's or one of its headless detail lines
+    for i, (number, text) in enumerate(scan.last_lines):
+        facts = unwrap(text)
+        message = facts.message.strip()
+        heads = facts.time is not None or facts.level is not None or _RECORD_HEAD.search(text[:HEAD])
+        if heads or not message:
+            warning = facts.level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
+        if number < after_progress:  # (a line read as progress may say it failed: "epoch 2 timed out")
+            continue
+        if (
+            facts.level in _QUIET
+            or _QUIET_WORD.search(text[:HEAD])
+            or not message
+            or FRAME.match(message)
+            or is_advice(message)
+            or not states_failure(message)
+        ):
+            continue
+        shape = _DIGITS.sub("#", message)
+        if shape in survived or _carried_on(texts, i):
+            survived.add(shape)  # an echo of a line the text carried on from is carried on from
+            continue
+        before = texts[max(0, i - CONTEXT) : i]
+        hit = Hit(
+            matcher=_MATCHER,
+            file_index=scan.file_index,
+            file=scan.name,
+            line=number,
+            text=text,
+            facts=facts,
+            groups={},
+            view=read_traceback(facts.message, before),
+            before=tuple(before),
+            after=tuple(texts[i + 1 : i + 1 + CONTEXT]),
+        )
+        out.append((hit, warning or _WARN_WORD.search(text[:HEAD]) is not None))
+    return out

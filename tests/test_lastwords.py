@@ -1,0 +1,166 @@
+"""A log's last words (signatures/lastwords.py, lastlines.py): when no line states a failure by a
+known shape, the line near the end that says in plain words that something failed is named.
+
+The library here knows one made-up failure, so every line below is found (or not) by the last
+words alone. The wording is invented, in shapes the corpus does not use.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signatures import Diagnosis, Source, Status, diagnose
+from signatures.lastlines import TAIL_LINES, keep_last, keep_last_lines
+from signatures.lastwords import states_failure
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+START = "".join(f"2031-05-0{1 + i % 8} 09:1{i % 10}:00 node-a trainer booting part {i}\n" for i in range(6))
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("kernel-fault")])
+
+
+def run(library: Library, text: str) -> Diagnosis:
+    return diagnose([Source.from_text("job.out", text)], library=library)
+
+
+def stated(library: Library, text: str) -> str | None:
+    d = run(library, text)
+    if d.status is Status.CLEAN:
+        return None
+    assert d.status is Status.UNRECOGNIZED, d.why
+    assert d.initiating is not None
+    return d.initiating.text
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "supervisor: lost contact with worker node-7, giving up",
+        "gang scheduler: peer group 3 did not answer in time; the session is dead",
+        "Fabric manager reports link 4 unreachable",
+        "mover couldn't push shard 12 to the bucket",
+        "barrier at epoch 2 timed out after 900 s",
+        "EZ0042: 2031-05-09-10:00:00.000 The handshake with the remote card times out.",
+        "[2031-05-09 10:00:00] [err] [4411] [pool.cc:7] channel pool create failed, code 3",
+    ],
+)
+def test_a_log_that_ends_in_a_failure_stated_in_words_is_unrecognized_not_clean(
+    library: Library, line: str
+) -> None:
+    assert stated(library, START + line + "\n") == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "validation finished: no errors, 0 failed",
+        "if the link fails the job is retried by the scheduler",
+        "errors: 0",
+        "checkpoint index not found, using an empty one",
+        "tokenizer cache missing: falling back to the slow tokenizer",
+        "2031-05-09 10:00:00 INFO could not find the optional plugin",
+        "node-a:11:12 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v9 symbol.",
+    ],
+)
+def test_negations_conditions_workarounds_and_info_records_state_nothing(library: Library, line: str) -> None:
+    assert stated(library, START + line + "\n") is None
+
+
+def test_a_failure_the_text_went_on_from_is_no_last_word(library: Library) -> None:
+    went_on = "".join(f"2031-05-09 10:0{i}:00 node-a eval batch {i} done\n" for i in range(6))
+    assert stated(library, START + "mover couldn't push shard 12 to the bucket\n" + went_on) is None
+
+
+def test_a_failure_before_the_last_progress_line_is_no_last_word(library: Library) -> None:
+    progress = "".join(f"step {100 + i} loss 2.{i} 3.1 it/s\n" for i in range(4))
+    assert stated(library, START + "mover couldn't push shard 12 to the bucket\n" + progress) is None
+
+
+def test_a_run_whose_progress_reached_its_total_finished(library: Library) -> None:
+    progress = "".join(f"[train] iter: {n}/3000, loss: 0.2{n % 7}\n" for n in (2980, 2990, 3000))
+    summary = "no count rule for <class 'Gate'>; it could not be counted\n"
+    assert stated(library, START + progress + summary) is None
+    unfinished = progress.replace("3000/3000", "2995/3000")
+    assert stated(library, START + unfinished + summary) is not None
+
+
+def test_a_log_that_ends_in_warnings_alone_is_clean(library: Library) -> None:
+    text = START + "2031-05-09 10:00:00 WARNING pool.py:9 -- worker 3 unreachable, will be re-scheduled\n"
+    text += "Additional detail: connect error from peer 10.0.0.3\n"  # the warning's headless detail
+    assert stated(library, text) is None
+
+
+def test_a_warning_that_a_failure_follows_is_the_earliest_statement(library: Library) -> None:
+    warning = "2031-05-09 10:00:00 WARNING monitor.py:3 -- node 10.0.0.3 missed its heartbeats and is dead"
+    error = "2031-05-09 10:00:01 agent.py:8 -- the trainer actor exited unexpectedly"
+    assert stated(library, f"{START}{warning}\n{error}\n\tactor_id: 77aa\n\tpid: 31\n") == warning
+
+
+def test_a_reports_list_items_and_rules_are_no_ordinary_output(library: Library) -> None:
+    box = (
+        "launcher could not reach host node-9\n"
+        "-------------------------------------\n"
+        "The launcher stopped. This is usually caused by:\n"
+        "* a missing route to the host\n"
+        "* a firewall on the node\n"
+        "* the daemon not being installed\n"
+        "* a wrong host name\n"
+        "* an expired credential\n"
+        "-------------------------------------\n"
+    )
+    assert stated(library, START + box) == "launcher could not reach host node-9"
+
+
+def test_a_known_failure_keeps_the_lead_over_last_words(library: Library) -> None:
+    d = run(library, START + "kernel-fault happened\nthe uploader failed\n")
+    assert d.signature is not None and d.signature.id == "kernel-fault"
+
+
+@pytest.mark.parametrize(
+    ("message", "states"),
+    [
+        ("the link to node 3 was lost", True),
+        ("[ERROR]           ^^^^^^^^^^^^^^", False),
+        ("without error", False),
+        ("may time out under load", False),
+        ("Unable to connect to the endpoint", True),
+    ],
+)
+def test_states_failure(message: str, states: bool) -> None:
+    assert states_failure(message) is states
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.text(alphabet="abc xyz012", max_size=12), min_size=1, max_size=500),
+    cuts=st.lists(st.integers(min_value=1, max_value=499), max_size=6),
+)
+def test_the_kept_last_lines_are_the_texts_last_lines_however_it_is_cut(
+    lines: list[str], cuts: list[int]
+) -> None:
+    text = "".join(x + "\n" for x in lines).encode()
+    bounds = sorted({0, len(lines), *(c for c in cuts if c < len(lines))})
+    kept: list[tuple[int, str]] = []
+    for a, b in itertools.pairwise(bounds):
+        chunk = "".join(x + "\n" for x in lines[a:b]).encode()
+        kept = keep_last(kept, chunk, b)
+    want = [(n, x) for n, x in enumerate(lines, 1)][-TAIL_LINES:]
+    assert kept == want, text[:80]
+
+
+def test_later_lines_replace_kept_lines_of_the_same_numbers() -> None:
+    kept = [(1, "a"), (2, "b"), (3, "partial")]
+    assert keep_last_lines(kept, [(3, "partial line"), (4, "d")]) == [
+        (1, "a"),
+        (2, "b"),
+        (3, "partial line"),
+        (4, "d"),
+    ]
