@@ -93,7 +93,9 @@ def _stamp(n: int) -> str:
     return f"2026-11-30 21:{n // 60 % 60:02d}:{n % 60:02d},{n * 37 % 1000:03d}"
 
 
-_ERRORISH = re.compile(r"error|exception|fail|abort|killed|fatal|traceback|signal", re.IGNORECASE)
+_ERRORISH = re.compile(
+    r"error|exception|fail|abort|killed|fatal|traceback|signal|fault|SIG[A-Z]+|\*\*\*", re.I
+)
 
 
 def _absl(n: int, w: World, rank: int, body: str) -> str:

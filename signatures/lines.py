@@ -70,8 +70,11 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
         r"^\([\w:. -]+\) (?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
-        # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) "
-        r"^\([\w:.-]+(?:\[(?:rank=(?P<rank>\d+)|[^\]\s]*)\])? pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",
+        # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) ",
+        # and any more fields after the ip ("(RayTrainWorker pid=3, ip=h, rank=2) "; processtags
+        # reads a field that names the rank)
+        r"^\([\w:.-]+(?:\[(?:rank=(?P<rank>\d+)|[^\]\s]*)\])? pid=\d+(?:, ip=(?P<host>[\w.:-]+))?"
+        r"(?:, [a-z_]+=[\w.:-]+)*\) ",
         # UCX's log head: "[1579244748.83] [host:pid:thread]  file.c:62  UCX  ERROR "
         r"^\[\d+\.\d+\] +\[(?P<host>[\w.-]+):(?P<pid>\d+):\d+\] +[\w./-]+:\d+ +UCX +"
         r"(?:(?P<level>ERROR|WARN|INFO|DEBUG|FATAL)|[A-Z]+) +",
@@ -115,6 +118,8 @@ _LOCAL_IN_MESSAGE = re.compile(
 _PID_OF_RANK = re.compile(
     r"\b[Rr]ank[ =:]{0,2}\[?\d{1,6}\]?(?: with PID |,? \(?pid[:=] ?| \(pid )(?P<pid>\d+)\b"
 )
+
+
 def binds_pid(line: str) -> bool:
     """Whether ``line`` may bind a pid to a rank (a cheap test before unwrapping it)."""
     return ("id" in line or "ID" in line) and _PID_OF_RANK.search(line) is not None

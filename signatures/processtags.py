@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from signatures.lines import binds_pid, unwrap
 
 _SKIP = re.compile(
-    r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
+    r"\s*(?:\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
     r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}"  # ctime(), glued to a tag
     r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
@@ -45,7 +45,8 @@ _SKIP = re.compile(
 )
 _TOKEN = re.compile(
     r"\s*(?:(?P<nccl>[A-Za-z0-9][\w.-]{0,60}:\d+:\d+)(?=\s)"
-    r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)):?"
+    r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)"
+    r"|\((?i:pid)\s*[=:]\s*\d+(?:,\s*\w+\s*[=:]\s*[\w.:-]+)+\)):?"
     r"|(?P<bracket>\[[^\[\]\s]{1,48}\](?:<std(?:out|err)>)?:?|\[[A-Za-z_]+[ :=]{1,2}\d{1,6}\]:?)"
     r"|(?P<replica>[A-Za-z][\w.-]{0,60}/\d+)(?=\s)"
     r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$)"
@@ -60,14 +61,29 @@ _NUMBER = re.compile(r"\d+")
 _LETTER = re.compile(r"[A-Za-z]")
 _STREAM = re.compile(r"<std(?:out|err)>")
 _WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
-_KEY_VALUE = re.compile(r"\b(?P<key>[a-z_]+)=(?P<value>[\w.:-]+)")
+_KEY_VALUE = re.compile(r"\b(?P<key>[A-Za-z_]+)\s*[=:]\s*(?P<value>[\w.-]+(?::\d+)?)")
+# A head's field naming the process id: Ray's "(Worker pid=7, ...)", HCCL's "(PID:2969, ...)",
+# a log head's "[PID: 2969]". The same pid in two heads of one host is one process.
+_PID_FIELD = re.compile(r"^\[?(?i:pid)\s*[=:]\s*(?P<pid>\d+)\]?:?$")
+_ID_SUFFIX = re.compile(r"_?(?:id|index|idx)$")
 _HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
 
-GLOBAL_WORDS = frozenset({"rank", "global_rank", "globalrank", "grank", "process", "proc", "task", "worker"})
+GLOBAL_WORDS = frozenset(
+    {"rank", "global_rank", "globalrank", "grank", "world_rank", "process", "proc", "task", "worker"}
+)
 LOCAL_WORDS = frozenset(
     {"default", "local", "local_rank", "localrank", "lrank", "gpu", "dev", "device", "cudadev"}
 )
-_WORD_ORDER = {"rank": 0, "global_rank": 0, "globalrank": 0, "grank": 0, "process": 1, "proc": 1, "task": 2}
+_WORD_ORDER = {
+    "rank": 0,
+    "global_rank": 0,
+    "globalrank": 0,
+    "grank": 0,
+    "world_rank": 0,
+    "process": 1,
+    "proc": 1,
+    "task": 2,
+}
 MAX_HEAD_TOKENS = 8
 MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
@@ -115,21 +131,28 @@ def read_head(line: str) -> Head:
         if (ray := m.group("ray")) is not None:
             tokens.extend(_group_tokens(ray.split(" ", 1)[0]))
             for kv in _KEY_VALUE.finditer(ray):
-                key, value = kv.group("key"), kv.group("value")
+                key, value = kv.group("key").lower(), kv.group("value")
                 if key == "ip":
                     host = host or value
                 elif key == "pid":
-                    process = process or ray.split(",", 1)[0]
+                    process = process or f"pid {value}"
                 elif value.isdigit():
-                    tokens.append(Token(f"(…{key}=#)", int(value), key))
+                    # "RankID:101", "rank_index=3": the word is what is counted
+                    word = _ID_SUFFIX.sub("", key) or key
+                    tokens.append(Token(f"(…{kv.group('key')}=#)", int(value), word))
             continue
         token = m.group("bracket") or m.group("word")
+        if token is not None and (pid := _PID_FIELD.match(token)) is not None:
+            process = process or f"pid {pid.group('pid')}"
+            continue
         if token is None:
             qualified = True  # a replica's name/0: what follows is an index within the replica
             continue
         tokens.extend(_numbered(token, qualified))
         qualified = False
-        if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
+        # An upper-case code ("EI0002: ", "EE9999: ") is an error's code, not a host's name.
+        hostish = m.group("word") and _HOSTISH.match(token[:-1]) and not token.isupper()
+        if hostish and not _process_word(token):
             host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
             qualified = True  # what follows is an index within that node
     return Head(tuple(tokens), host, process and f"{host}/{process}")
@@ -164,7 +187,9 @@ def _numbered(token: str, qualified: bool) -> list[Token]:
         if value < MAX_INDEX:
             # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
             named = name is None and _LETTER.search(_STREAM.sub("", shape)) is not None
-            out.append(Token(shape, value, name, qualified or named))
+            # An index after a name (NCCL's "host:pid:tid [0]", "node3: [0]") is another token
+            # than the same shape at a line's start ("[3] host:pid:tid [0]"): its own shape.
+            out.append(Token(f"…{shape}" if qualified else shape, value, name, qualified or named))
     return out
 
 
@@ -219,6 +244,13 @@ class TagModel:
         return any(t.shape in self.coarse_shapes and t.value == value for t in read_head(line).tokens)
 
     @property
+    def names_one_process(self) -> bool:
+        """Whether the tags name no process but one (no rank tag, local index 0 at most, and no
+        process whose lines name a rank other than 0)."""
+        ranks = set(self.rank_of_process.values())
+        return not self.global_shapes and ranks <= {0} and self.local_values <= {0}
+
+    @property
     def tagged(self) -> bool:
         return bool(self.global_shapes or self.local_shapes)
 
@@ -229,6 +261,7 @@ def learn(lines: Iterable[str]) -> TagModel:
     hosts: dict[tuple[str, int], set[str]] = defaultdict(set)
     words: dict[str, str | None] = {}
     nccl: set[str] = set()
+    leads: set[str] = set()  # shapes seen with no tag that says "rank" or "local" before them
     heads = []
     seen_lines: set[str] = set()
     for line in lines:
@@ -239,9 +272,11 @@ def learn(lines: Iterable[str]) -> TagModel:
         seen_lines.add(line)
         head = read_head(line)
         heads.append((line, head))
-        for t in head.tokens:
+        for i, t in enumerate(head.tokens):
             values[t.shape][t.value] += 1
             words[t.shape] = t.word
+            if not any(_says_process(b) for b in head.tokens[:i]):
+                leads.add(t.shape)
             if t.qualified:
                 nccl.add(t.shape)
             if head.host:
@@ -249,11 +284,13 @@ def learn(lines: Iterable[str]) -> TagModel:
     model = TagModel()
     for shape, counts in values.items():
         word = words[shape]
-        if word in GLOBAL_WORDS or (word and word.startswith("global")):
+        if word in GLOBAL_WORDS or (word and word.startswith(("global", "world"))):
             model.global_shapes.add(shape)
         elif word in LOCAL_WORDS or (word and "local" in word):
             model.local_shapes.add(shape)
-        elif word is None and _bare_tag(counts):
+        elif word is None and shape in leads and _bare_tag(counts):
+            # A bare number only ever after a tag that names its process is the message's
+            # ("[default0]:1: [allreduce.691943]", a list's entry), not a tag of its own.
             per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
             (model.local_shapes if per_node else model.global_shapes).add(shape)
     model.parallel_shapes = _tp_as_rank(heads)
@@ -277,6 +314,10 @@ def learn(lines: Iterable[str]) -> TagModel:
     return model
 
 
+def _says_process(t: Token) -> bool:
+    return t.word in GLOBAL_WORDS or t.word in LOCAL_WORDS
+
+
 def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
     # A tag one value of which goes with several values of another process tag on its lines
     # ("worker-1: [default0]:", "worker-1: [default3]:") counts nodes, not processes.
@@ -290,12 +331,16 @@ def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
         for i, a in enumerate(mine):
             if a.shape not in model.global_shapes:
                 continue
+            # An index qualified by a name after the tag ("[3] host:pid:tid [0]") is within
+            # that name (NCCL's device of the host), not within the tag before it.
             if _WORD_ORDER.get(a.word or "", 9) > 0 and any(
-                b.shape in model.local_shapes for b in mine[i + 1 :]
+                b.shape in model.local_shapes and not b.shape.startswith("…") for b in mine[i + 1 :]
             ):
                 outer.add(a.shape)
             for b in mine:
-                if b.shape != a.shape:
+                # A bare number after a tag that says `rank` is the message's (a list's entry:
+                # "[rank0]: 1: [allreduce.691943]"), not a process the rank tag counts.
+                if b.shape != a.shape and not (_WORD_ORDER.get(a.word or "", 9) == 0 and b.word is None):
                     seen[(a.shape, a.value, b.shape)].add(b.value)
     return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 
