@@ -75,6 +75,12 @@ class World:
         return len(str(max(self.ranks)))
 
     @property
+    def size(self) -> int:
+        # the world the ranks shown fit in: a whole number of 8-GPU nodes, or fewer GPUs on one
+        top = max(self.ranks) + 1
+        return top if top <= GPUS_PER_NODE else -(-top // GPUS_PER_NODE) * GPUS_PER_NODE
+
+    @property
     def one_node(self) -> bool:
         return max(self.ranks) < GPUS_PER_NODE
 
@@ -94,7 +100,7 @@ def _stamp(n: int) -> str:
 
 
 _ERRORISH = re.compile(
-    r"error|exception|fail|abort|killed|fatal|traceback|signal|fault|SIG[A-Z]+|\*\*\*", re.I
+    r"error\b|exception|fail|abort|killed|fatal|traceback|signal|fault|SIG[A-Z]+|\*\*\*", re.I
 )
 
 
@@ -125,6 +131,9 @@ FORMS: dict[str, tuple[Render, Callable[[World], bool]]] = {
     ),
     "absl head, process_index=N:": (lambda n, w, r, b: _absl(n, w, r, b), lambda w: True),
     "bare [N] (a form no list names)": (lambda n, w, r, b: f"[{r}] {b}", lambda w: True),
+    "[N/W] rank of world (a custom logger)": (lambda n, w, r, b: f"[{r}/{w.size}] {b}", lambda w: True),
+    "(rank N) (a custom logger)": (lambda n, w, r, b: f"(rank {r}) {b}", lambda w: True),
+    "host|N| (a custom logger)": (lambda n, w, r, b: f"{w.host(r)}|{r}| {b}", lambda w: True),
     "timestamp [rankN]:": (lambda n, w, r, b: f"{_stamp(n)} [rank{r}]: {b}", lambda w: True),
     "[rankN]: timestamp": (lambda n, w, r, b: f"[rank{r}]: {_stamp(n)} {b}", lambda w: True),
     "timestamp srun N:": (lambda n, w, r, b: f"{_stamp(n)} {r:>{w.width}}: {b}", lambda w: True),

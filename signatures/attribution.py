@@ -30,6 +30,7 @@ from the log when every line read that names a host names the same one.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -68,6 +69,7 @@ class Roster:
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
     assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
     verdicts: dict[int, list[Verdict]] = field(default_factory=dict)  # a launcher's, on a death
+    printed: Counter[tuple[int, str]] = field(default_factory=Counter)  # (file, message) -> lines
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -125,6 +127,8 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
+        for _, message in {(h.line, h.facts.message.strip()) for h in scan.hits}:
+            r.printed[(scan.file_index, message)] += 1
         for hit in scan.hits:
             if hit.rank is not None and is_assert_report(hit.text):
                 r.assert_reports.setdefault(scan.file_index, []).append((hit.line, hit.rank))
@@ -266,7 +270,12 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     # Only in a log that does not tag its ranks, for a line with no local index of its own: an
     # untagged line among tagged ones is no rank's output, and a local index may be another's.
     untagged_log = not (tags and tags.global_shapes)
-    if untagged_log and local is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+    # A launcher names the child it noticed, which need not be the first of several that printed
+    # the same failure: only a failure printed once is the verdict's.
+    once = r.printed.get((hit.file_index, hit.facts.message.strip()), 0) <= 1
+    if not (untagged_log and local is None and once):
+        return None, None
+    if (rank := verdict_rank(verdicts, line, host, pid)) is not None:
         return rank, "the launcher's verdict below it names that rank as the one that failed"
     return None, None
 

@@ -37,7 +37,9 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
         r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
-        r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
+        # Lightning [rank: 1], accelerate [RANK 1], and loggers' (rank 1) / <rank=1> alike
+        # (NCCL's own "[Rank 0] Watchdog ..." stays in the message: signatures are written on it)
+        r"^(?:\[(?:rank: ?|RANK )|[(<](?:rank|RANK|Rank)(?:: ?| |=))(?P<rank>\d+)[\])>]:? ",
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[\d{1,5},(?P<rank>\d+)\]<std(?:out|err|diag)>: ?",  # mpirun --tag-output: [job,rank]
         r"^\[(?P<rank>\d{1,6})\]<std(?:out|err|diag)>: ?",  # horovodrun's (Gloo) stream tag: [rank]

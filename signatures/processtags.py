@@ -29,168 +29,18 @@ each index is one process; the reading says it is that inference. A line binding
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from signatures.lines import binds_pid, unwrap
+from signatures.tagheads import GLOBAL_WORDS, LOCAL_WORDS, WORD_ORDER, Head, Token, read_head
 
-_SKIP = re.compile(
-    r"\s*(?:\[?\d{4}-\d\d-\d\d[ T-]\d\d:\d\d:\d\d(?:[.,:]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
-    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
-    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}"  # ctime(), glued to a tag
-    r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
-    r"|(?:stdout|stderr) [FP])(?=\s|\[|\(|$)"
-)
-_TOKEN = re.compile(
-    r"\s*(?:(?P<nccl>[A-Za-z0-9][\w.-]{0,60}:\d+:\d+)(?=\s)"
-    r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)"
-    r"|\((?i:pid)\s*[=:]\s*\d+(?:,\s*\w+\s*[=:]\s*[\w.:-]+)+\)):?"
-    r"|(?P<bracket>\[[^\[\]\s]{1,48}\](?:<std(?:out|err)>)?:?|\[[A-Za-z_]+[ :=]{1,2}\d{1,6}\]:?)"
-    r"|(?P<replica>[A-Za-z][\w.-]{0,60}/\d+)(?=\s)"
-    r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$)"
-    r"|(?P<groups>(?:(?:TP|DP|PP|EP|CP)\d{1,4}[ _]?)+\]?:?)(?=\s|$))"
-)
-# A process named by its parallel groups: vLLM's "Worker_TP4_EP4", SGLang's "[time DP1 TP3]".
-_GROUP = re.compile(r"(?<![A-Za-z0-9])(?P<kind>TP|DP|PP|EP|CP)(?P<n>\d{1,4})(?![A-Za-z0-9])")
 # Groups that split the world beside tensor parallelism: with any of them shown, a TP index is
 # only a rank within its group. Expert parallelism spans the same ranks as TP in these names.
 _OTHER_GROUPS = frozenset({"dp", "pp", "cp"})
-_NUMBER = re.compile(r"\d+")
-_LETTER = re.compile(r"[A-Za-z]")
-_STREAM = re.compile(r"<std(?:out|err)>")
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
-_KEY_VALUE = re.compile(r"\b(?P<key>[A-Za-z_]+)\s*[=:]\s*(?P<value>[\w.-]+(?::\d+)?)")
-# A head's field naming the process id: Ray's "(Worker pid=7, ...)", HCCL's "(PID:2969, ...)",
-# a log head's "[PID: 2969]". The same pid in two heads of one host is one process.
-_PID_FIELD = re.compile(r"^\[?(?i:pid)\s*[=:]\s*(?P<pid>\d+)\]?:?$")
-_ID_SUFFIX = re.compile(r"_?(?:id|index|idx)$")
-_HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
-
-GLOBAL_WORDS = frozenset(
-    {"rank", "global_rank", "globalrank", "grank", "world_rank", "process", "proc", "task", "worker"}
-)
-LOCAL_WORDS = frozenset(
-    {"default", "local", "local_rank", "localrank", "lrank", "gpu", "dev", "device", "cudadev"}
-)
-_WORD_ORDER = {
-    "rank": 0,
-    "global_rank": 0,
-    "globalrank": 0,
-    "grank": 0,
-    "world_rank": 0,
-    "process": 1,
-    "proc": 1,
-    "task": 2,
-}
-MAX_HEAD_TOKENS = 8
-MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
 SAMPLE_LINES = 5000  # distinct lines one text lends to learning its tags (tags recur on most)
-
-
-@dataclass(frozen=True)
-class Token:
-    """One integer of a line's head: the shape it sits in, its value, the word before it."""
-
-    shape: str
-    value: int
-    word: str | None  # lower case; None for a bare number
-    qualified: bool = False  # a name qualifies it (a host's, a role's): an index within that name
-
-
-@dataclass(frozen=True)
-class Head:
-    """What a line's head holds: its numbered tokens and the host it names."""
-
-    tokens: tuple[Token, ...]
-    host: str | None
-    process: str | None = None  # who printed it, when the head names a pid (Ray's, NCCL's)
-
-
-def read_head(line: str) -> Head:
-    """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, qualified, process = 0, [], None, False, None
-    for _ in range(MAX_HEAD_TOKENS):
-        if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
-            pos = s.end()
-            continue
-        m = _TOKEN.match(line, pos)
-        if m is None or m.end() == pos:
-            break
-        pos = m.end()
-        if m.group("nccl"):
-            host = host or m.group("nccl").split(":", 1)[0]
-            process = process or ":".join(m.group("nccl").split(":")[:2])
-            qualified = True
-            continue
-        if (groups := m.group("groups")) is not None:
-            tokens.extend(_group_tokens(groups))
-            continue
-        if (ray := m.group("ray")) is not None:
-            tokens.extend(_group_tokens(ray.split(" ", 1)[0]))
-            for kv in _KEY_VALUE.finditer(ray):
-                key, value = kv.group("key").lower(), kv.group("value")
-                if key == "ip":
-                    host = host or value
-                elif key == "pid":
-                    process = process or f"pid {value}"
-                elif value.isdigit():
-                    # "RankID:101", "rank_index=3": the word is what is counted
-                    word = _ID_SUFFIX.sub("", key) or key
-                    tokens.append(Token(f"(…{kv.group('key')}=#)", int(value), word))
-            continue
-        token = m.group("bracket") or m.group("word")
-        if token is not None and (pid := _PID_FIELD.match(token)) is not None:
-            process = process or f"pid {pid.group('pid')}"
-            continue
-        if token is None:
-            qualified = True  # a replica's name/0: what follows is an index within the replica
-            continue
-        tokens.extend(_numbered(token, qualified))
-        qualified = False
-        # An upper-case code ("EI0002: ", "EE9999: ") is an error's code, not a host's name.
-        hostish = m.group("word") and _HOSTISH.match(token[:-1]) and not token.isupper()
-        if hostish and not _process_word(token):
-            host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
-            qualified = True  # what follows is an index within that node
-    return Head(tuple(tokens), host, process and f"{host}/{process}")
-
-
-def _group_tokens(name: str) -> list[Token]:
-    return [Token(f"<{g['kind']}#>", int(g["n"]), g["kind"].lower()) for g in _GROUP.finditer(name)]
-
-
-def _process_word(token: str) -> bool:
-    return any(t.word in GLOBAL_WORDS | LOCAL_WORDS for t in _numbered(token, False))
-
-
-def _numbered(token: str, qualified: bool) -> list[Token]:
-    if "/" in token or "." in token:  # frame ids ([0/8]), versions, file names: no process index
-        return []
-    runs = list(_NUMBER.finditer(token))
-    out = []
-    for run in runs:
-        parts, last = [], 0
-        for r in runs:
-            parts.append(token[last : r.start()])
-            parts.append("#" if r is run else "*")
-            last = r.end()
-        parts.append(token[last:])
-        shape = "".join(parts)
-        word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
-        name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
-        if name is None and "<std" in shape and len(runs) == 1:
-            name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
-        value = int(run.group())
-        if value < MAX_INDEX:
-            # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
-            named = name is None and _LETTER.search(_STREAM.sub("", shape)) is not None
-            # An index after a name (NCCL's "host:pid:tid [0]", "node3: [0]") is another token
-            # than the same shape at a line's start ("[3] host:pid:tid [0]"): its own shape.
-            out.append(Token(f"…{shape}" if qualified else shape, value, name, qualified or named))
-    return out
 
 
 @dataclass(frozen=True)
@@ -215,6 +65,7 @@ class TagModel:
     coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
     parallel_shapes: set[str] = field(default_factory=set)  # a TP index taken as the rank
     rank_of_pid: dict[tuple[str | None, int], int] = field(default_factory=dict)  # a line binds them
+    rank_of_local: dict[tuple[str | None, int], int] = field(default_factory=dict)  # its lines name it
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -224,6 +75,10 @@ class TagModel:
             rank = self.rank_of_process.get(head.process)
         local = next((t.value for t in head.tokens if self._is(t, self.local_shapes, LOCAL_WORDS)), None)
         note = None
+        if rank is None and local is not None:
+            rank = self.rank_of_local.get((head.host and head.host.lower(), local))
+            if rank is not None:
+                note = f"the other lines of local rank {local} name rank {rank} as their speaker"
         if rank is not None and any(t.shape in self.parallel_shapes for t in head.tokens):
             note = f"its tensor-parallel index TP{rank}, taken as the rank"
             note += ": the log shows no other parallel group"
@@ -232,7 +87,7 @@ class TagModel:
     def rank_in(self, head: Head) -> int | None:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
         tags = [t for t in head.tokens if self._is(t, self.global_shapes, GLOBAL_WORDS)]
-        return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+        return min(tags, key=lambda t: WORD_ORDER.get(t.word or "", 9)).value if tags else None
 
     def _is(self, t: Token, shapes: set[str], words: frozenset[str]) -> bool:
         # A tag whose word says what it is needs no learning (a line past the sample has it too).
@@ -262,6 +117,7 @@ def learn(lines: Iterable[str]) -> TagModel:
     words: dict[str, str | None] = {}
     nccl: set[str] = set()
     leads: set[str] = set()  # shapes seen with no tag that says "rank" or "local" before them
+    order: dict[str, list[int]] = defaultdict(list)  # each shape's values, line after line
     heads = []
     seen_lines: set[str] = set()
     for line in lines:
@@ -274,6 +130,7 @@ def learn(lines: Iterable[str]) -> TagModel:
         heads.append((line, head))
         for i, t in enumerate(head.tokens):
             values[t.shape][t.value] += 1
+            order[t.shape].append(t.value)
             words[t.shape] = t.word
             if not any(_says_process(b) for b in head.tokens[:i]):
                 leads.add(t.shape)
@@ -288,10 +145,19 @@ def learn(lines: Iterable[str]) -> TagModel:
             model.global_shapes.add(shape)
         elif word in LOCAL_WORDS or (word and "local" in word):
             model.local_shapes.add(shape)
+        elif shape.startswith("[#/") and not _alternates(order[shape]):
+            continue  # "[3/10]" counting epochs or steps: one value after another, never back
         elif word is None and shape in leads and _bare_tag(counts):
             # A bare number only ever after a tag that names its process is the message's
             # ("[default0]:1: [allreduce.691943]", a list's entry), not a tag of its own.
-            per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
+            on_several = any(len(hosts[(shape, v)]) > 1 for v in counts)
+            if shape.startswith("@"):
+                # After a host's name: a rank the host runs when the hosts split the values
+                # (node1: 0-7, node2: 8-15), an index within the host when one value shows on
+                # several hosts or a single host shows them all (0-7 of one node is either).
+                per_node = on_several or len(set().union(*(hosts[(shape, v)] for v in counts))) < 2
+            else:
+                per_node = shape in nccl or on_several
             (model.local_shapes if per_node else model.global_shapes).add(shape)
     model.parallel_shapes = _tp_as_rank(heads)
     model.global_shapes |= model.parallel_shapes
@@ -299,19 +165,49 @@ def learn(lines: Iterable[str]) -> TagModel:
     model.global_shapes -= model.coarse_shapes
     model.local_values = {v for shape in model.local_shapes for v in values[shape]}
     named: dict[str, set[int]] = defaultdict(set)
+    by_local: dict[tuple[str | None, int], set[int]] = defaultdict(set)
     for line, head in heads:
         rank = model.rank_in(head)
         if rank is not None and head.host:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
+        local = next((t.value for t in head.tokens if t.shape in model.local_shapes), None)
+        if rank is None and local is not None and (said := unwrap(line).rank) is not None:
+            by_local[(head.host and head.host.lower(), local)].add(said)
         if binds_pid(line):  # "process rank 0 with PID 19474 on node n7"
             facts = unwrap(line)
             if facts.rank is not None and facts.pid is not None:
                 model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)
     # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
     model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
+    model.rank_of_local = _node_block(by_local)
     return model
+
+
+def _node_block(named: dict[tuple[str | None, int], set[int]]) -> dict[tuple[str | None, int], int]:
+    # The lines of a local index that name one rank as their speaker ("[default1]:... [PG 0 Rank
+    # 9] ...") name its process's rank, when every local index of the node names one rank and all
+    # of them lie one node's offset away (rank - local the same: local 1 is rank 9, local 2 rank 10).
+    # With no host to tell nodes apart, two local indexes must agree on it: one alone could be
+    # another node's index of the same number.
+    out: dict[tuple[str | None, int], int] = {}
+    for host in {h for h, _ in named}:
+        mine = {local: ranks for (h, local), ranks in named.items() if h == host}
+        if any(len(r) != 1 for r in mine.values()):
+            continue
+        offsets = {next(iter(r)) - local for local, r in mine.items()}
+        if len(offsets) == 1 and offsets.pop() >= 0 and (host is not None or len(mine) >= 2):
+            out |= {(host, local): next(iter(r)) for local, r in mine.items()}
+    return out
+
+
+def _alternates(values: list[int]) -> bool:
+    # Two values that take turns, line after line (3, 5, 3, 5): processes printing side by side.
+    # A counter's values follow one another: pieces of the log read out of order (7 8, 6 7, 5 6)
+    # bring one back, but never in turns.
+    runs = [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+    return any(runs[i] == runs[i + 2] and runs[i + 1] == runs[i + 3] for i in range(len(runs) - 3))
 
 
 def _says_process(t: Token) -> bool:
@@ -333,14 +229,14 @@ def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
                 continue
             # An index qualified by a name after the tag ("[3] host:pid:tid [0]") is within
             # that name (NCCL's device of the host), not within the tag before it.
-            if _WORD_ORDER.get(a.word or "", 9) > 0 and any(
+            if WORD_ORDER.get(a.word or "", 9) > 0 and any(
                 b.shape in model.local_shapes and not b.shape.startswith("…") for b in mine[i + 1 :]
             ):
                 outer.add(a.shape)
             for b in mine:
                 # A bare number after a tag that says `rank` is the message's (a list's entry:
                 # "[rank0]: 1: [allreduce.691943]"), not a process the rank tag counts.
-                if b.shape != a.shape and not (_WORD_ORDER.get(a.word or "", 9) == 0 and b.word is None):
+                if b.shape != a.shape and not (WORD_ORDER.get(a.word or "", 9) == 0 and b.word is None):
                     seen[(a.shape, a.value, b.shape)].add(b.value)
     return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 
