@@ -38,6 +38,7 @@ _KEY_VALUE = re.compile(r"\b(?P<key>[A-Za-z_]+)\s*[=:]\s*(?P<value>[\w.-]+(?::\d
 # A head's field naming the process id: Ray's "(Worker pid=7, ...)", HCCL's "(PID:2969, ...)",
 # a log head's "[PID: 2969]". The same pid in two heads of one host is one process.
 _PID_FIELD = re.compile(r"^\[?(?i:pid)\s*[=:]\s*(?P<pid>\d+)\]?:?$")
+_PIPE_LAST = re.compile(r"\d{1,6}\|(?=\s)")  # a number closing a run of pipe-separated fields
 _OF_WORLD = re.compile(r"\[(?P<n>\d{1,5})/(?P<w>\d{1,5})\]:?")
 _ID_SUFFIX = re.compile(r"_?(?:id|index|idx)$")
 _HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
@@ -83,10 +84,15 @@ class Head:
 
 def read_head(line: str) -> Head:
     """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, qualified, process = 0, [], None, "", None
+    pos, tokens, host, qualified, process, piped = 0, [], None, "", None, False
     for _ in range(MAX_HEAD_TOKENS):
         if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
             pos = s.end()
+            continue
+        if piped and (field := _PIPE_LAST.match(line, pos)) is not None:
+            pos, piped = field.end(), False  # the last field of "node7|3| ..."
+            tokens.extend(_numbered(field.group(), qualified))
+            qualified = ""
             continue
         m = _TOKEN.match(line, pos)
         if m is None or m.end() == pos:
@@ -121,7 +127,7 @@ def read_head(line: str) -> Head:
             qualified = "…"  # a replica's name/0: what follows is an index within the replica
             continue
         tokens.extend(_numbered(token, qualified))
-        qualified = ""
+        qualified, piped = "", m.group("pipe") is not None
         # An upper-case code ("EI0002: ", "EE9999: ") is an error's code, not a host's name.
         hostish = (m.group("word") or m.group("pipe")) and _HOSTISH.match(token[:-1]) and not token.isupper()
         if hostish and not _process_word(token):
