@@ -44,9 +44,9 @@ def test_an_actor_head_with_fields_after_its_ip_names_its_rank(library: Library)
 def test_a_process_head_binds_its_pid_to_the_rank_it_names(library: Library) -> None:
     text = (
         "[ERROR] 2031-04-01-10:00:00 (PID:77, Device:0, RankID:41) EZ1234 call failed.\n"
-        f"EZ1234: [PID: 77] 2031-04-01-10:00:00.100 {BOOM}\n"
+        f"EZ1234: [PID: 77] 2031-04-01-10:00:00.100 {BOOM} [streamID:[9], taskID[38]]\n"
     )
-    assert rank_of(library, text) == 41
+    assert rank_of(library, text) == 41  # a stream's task id is no rank of its own
     model = learn(text.splitlines())
     assert model.read(text.splitlines()[1]).host is None  # an upper-case error code is no host
     # the device a process uses is no rank
@@ -173,3 +173,16 @@ def test_nccls_init_line_of_a_newer_version_binds_its_pid(library: Library) -> N
         f"hostA:501:503 [0] misc/socket.cc:1 NCCL WARN {BOOM}\n"
     )
     assert rank_of(library, text) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "rank"),
+    [
+        ("task 3: Killed", 3),
+        ("taskID[38] waits", None),
+        ("task_id=3 started", None),
+        ("Task id 4 done", None),
+    ],
+)
+def test_a_task_id_counts_no_process(message: str, rank: int | None) -> None:
+    assert unwrap(message).rank == rank
