@@ -4,9 +4,9 @@ Launchers prefix every line with a tag that carries the process's index: `[rank3
 `[default3]:`, `name/0 [default3]:[rank3]:`, `[1,3]<stderr>:`, srun's `3: `, `[3]`, Ray's
 `(RayTrainWorker pid=123, ip=10.0.0.7, rank=3)`, `worker-3:`. Rather than a list of forms, the
 tag's position and shape are learned from the log: the head of a line is the run of tag-like
-tokens before its message (bracketed or parenthesised groups, colon-terminated words, NCCL's
-`host:pid:tid`), and a token with an integer in it becomes a shape (`[rank#]:`, `#:`,
-`[*,#]<stderr>:`). A shape is a process tag when
+tokens before its message (bracketed or parenthesised groups, colon-terminated words, pipe-separated
+fields, NCCL's `host:pid:tid`; read in tagheads.py), and a token with an integer in it becomes a
+shape (`[rank#]:`, `#:`, `[*,#]<stderr>:`, `[#/16]`). A shape is a process tag when
 
 - the word before its number says so: `rank`, `global_rank`, `process`, `task`, `worker` name a
   global rank; `local`, `default`, `gpu`, `dev` a per-node index (a local rank);
