@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from signatures import newlines
-from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
+from signatures.demote import DEMOTE_AFTER, BulkLines, LineStarts, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import rank_from_name
@@ -202,7 +202,7 @@ def _bulk_filtered(
     return kept
 
 
-def _bulk(matcher: Matcher, chunk: bytes) -> BulkLines | None:
+def _bulk(matcher: Matcher, chunk: bytes) -> LineStarts | None:
     if matcher.shape or matcher.structure or not chunk.isascii() or b"\r" in chunk:
         return None
     return bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
