@@ -115,11 +115,12 @@ class NeedleLines:
         self.terminated = hyperscan.ScanTerminated
         self.db, _ = hyperscan_database(expressions, [0] * len(needles), list(range(len(needles))))
 
-    def starts(self, chunk: bytes, first: int) -> list[list[int]]:
+    def starts(self, chunk: bytes, first: int, limit: int | None = None) -> list[list[int]]:
         """Per literal, the lines from ``first`` (a line start) that hold it, in order.
 
         As in BulkLines.starts: after SAME_LINE matches on one line the scan goes on from the next
-        line, and which literals that line holds is read off the line itself.
+        line, and which literals that line holds is read off the line itself. With ``limit``, the
+        scan stops once that many (literal, line) pairs are found: the caller needs no more.
         """
         view = memoryview(chunk)
         found: list[list[int]] = [[] for _ in range(self.count)]
@@ -128,9 +129,11 @@ class NeedleLines:
         held: set[int] = set()  # literals seen on it
         same = 0
         resume = -1
+        pairs = 0
+        full = limit if limit is not None else -1
 
         def on_match(pid: int, begin: int, end: int, flags: int, context: Any) -> bool:
-            nonlocal last, start, stop, same, resume
+            nonlocal last, start, stop, same, resume, pairs
             end += base
             if end > stop:
                 newline = chunk.rfind(b"\n", last, max(end - 1, last))
@@ -143,12 +146,16 @@ class NeedleLines:
             if pid not in held:
                 held.add(pid)
                 found[pid].append(start)
+                pairs += 1
             same += 1
+            if pairs == full:
+                return True  # resume is -1: the scan ends here
             if same < SAME_LINE:
                 return False
             for i, needle in enumerate(self.needles):
                 if i not in held and chunk.find(needle, start, stop) >= 0:
                     found[i].append(start)
+                    pairs += 1
             resume = stop + 1
             return True
 
@@ -156,7 +163,7 @@ class NeedleLines:
             resume = -1
             with contextlib.suppress(self.terminated):
                 self.db.scan(view[base:], match_event_handler=on_match)
-            if resume < 0:
+            if resume < 0 or 0 <= full <= pairs:
                 break
             base = last = resume
             held.clear()

@@ -265,7 +265,12 @@ def _needle_lines(matcher: Matcher, chunk: bytes, first: int) -> Iterator[Iterab
     """
     finder = needle_lines(matcher.needles) if len(matcher.needles) > 1 else None
     if finder is not None:
-        yield from finder.starts(chunk, first)
+        # Past SWITCH_LINES (literal, line) pairs _located switches to the bulk form: no more are
+        # looked for, unless there is no bulk form to switch to.
+        found = finder.starts(chunk, first, SWITCH_LINES)
+        if sum(map(len, found)) >= SWITCH_LINES and _bulk_locator(matcher) is None:
+            found = finder.starts(chunk, first)
+        yield from found
         return
     for needle in matcher.needles:
         yield _find_lines(chunk, needle, first)
