@@ -117,3 +117,15 @@ def test_every_line_lists_each_line_start_from_first() -> None:
     assert EveryLine().starts(b"a\nbb\n\nc\n", 0) == [0, 2, 5, 6]
     assert EveryLine().starts(b"a\nbb\nc", 2) == [2, 5]
     assert EveryLine().starts(b"a\n", 2) == []
+
+
+def test_past_max_forms_a_verifier_keeps_to_the_whole_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signatures.demote as demote
+
+    shared = bulk_lines(EXCEPTION_LINE.pattern, False)
+    assert isinstance(shared, NarrowedLines)
+    fresh = NarrowedLines(EXCEPTION_LINE.pattern, False, shared.gate)
+    monkeypatch.setattr(demote, "MAX_FORMS", 0)
+    chunk = b"[rank3]: ValueError: x\nstep 5 check ValueError: none\n"
+    assert fresh.starts(chunk, 0) == [0]
+    assert list(fresh.forms.values()) == [demote._whole(EXCEPTION_LINE.pattern, False)]
