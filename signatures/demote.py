@@ -9,6 +9,12 @@ can accept: any run of the launcher and logger prefixes ``lines.unwrap`` peels (
 dropped, so it is looser), then the verifier's own body. Lines it does not match cannot be hits;
 those it matches are verified as before. Only chunks of plain ASCII without ``\\r`` are read this
 way (there, bytes and characters agree and a line is one segment); others take the usual path.
+
+The loop over all ~40 prefix rules makes that pass slow (17-20 ms per MB: an NFA kept alive
+along every line that opens with a prefix). Most rules need a literal (``[rank``, ``%|``,
+``<std``...) that a given log never holds, so each chunk is first read once for those literals
+(signatures/factors.py) and the pass runs with only the rules it may use: the lines found are
+the same, since a rule absent from the chunk can match none of its lines.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import contextlib
 import re
 import re._constants as sre_constants
 import re._parser as sre_parse
+from collections.abc import Iterable
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
+from signatures.factors import required_literals
 from signatures.lines import _PREFIXES
 from signatures.scan import hyperscan_database
 
@@ -27,6 +35,16 @@ DEMOTE_AFTER = 256  # rejected lines of one pattern in one text before it is dem
 SAME_LINE = 64  # matches on one line before a line finder skips to the next line
 _NAMED = re.compile(r"\(\?P<\w+>")
 _BOUNDED = re.compile(r"(?<!\\)\{(\d+),\d+\}")
+MAX_FORMS = 16  # narrowed forms one verifier compiles before it keeps to the whole one
+# A literal of only these (``] ``, ``: ``) is on nearly every line: looking for it tripled the
+# gate's cost (0.4 -> 1.7 ms per MB), and the rules it stands for are nearly always present anyway.
+SEPARATORS = " :]"
+
+
+class LineStarts(Protocol):
+    def starts(self, chunk: bytes, first: int) -> list[int]:
+        """The starts of the lines from ``first`` (a line start) that may match, in order."""
+        ...
 
 
 class BulkLines:
@@ -97,11 +115,12 @@ class NeedleLines:
         self.terminated = hyperscan.ScanTerminated
         self.db, _ = hyperscan_database(expressions, [0] * len(needles), list(range(len(needles))))
 
-    def starts(self, chunk: bytes, first: int) -> list[list[int]]:
+    def starts(self, chunk: bytes, first: int, limit: int | None = None) -> list[list[int]]:
         """Per literal, the lines from ``first`` (a line start) that hold it, in order.
 
         As in BulkLines.starts: after SAME_LINE matches on one line the scan goes on from the next
-        line, and which literals that line holds is read off the line itself.
+        line, and which literals that line holds is read off the line itself. With ``limit``, the
+        scan stops once that many (literal, line) pairs are found: the caller needs no more.
         """
         view = memoryview(chunk)
         found: list[list[int]] = [[] for _ in range(self.count)]
@@ -110,9 +129,11 @@ class NeedleLines:
         held: set[int] = set()  # literals seen on it
         same = 0
         resume = -1
+        pairs = 0
+        full = limit if limit is not None else -1
 
         def on_match(pid: int, begin: int, end: int, flags: int, context: Any) -> bool:
-            nonlocal last, start, stop, same, resume
+            nonlocal last, start, stop, same, resume, pairs
             end += base
             if end > stop:
                 newline = chunk.rfind(b"\n", last, max(end - 1, last))
@@ -125,12 +146,16 @@ class NeedleLines:
             if pid not in held:
                 held.add(pid)
                 found[pid].append(start)
+                pairs += 1
             same += 1
+            if pairs == full:
+                return True  # resume is -1: the scan ends here
             if same < SAME_LINE:
                 return False
             for i, needle in enumerate(self.needles):
                 if i not in held and chunk.find(needle, start, stop) >= 0:
                     found[i].append(start)
+                    pairs += 1
             resume = stop + 1
             return True
 
@@ -138,7 +163,7 @@ class NeedleLines:
             resume = -1
             with contextlib.suppress(self.terminated):
                 self.db.scan(view[base:], match_event_handler=on_match)
-            if resume < 0:
+            if resume < 0 or 0 <= full <= pairs:
                 break
             base = last = resume
             held.clear()
@@ -155,10 +180,95 @@ def needle_lines(needles: tuple[bytes, ...]) -> NeedleLines | None:
 
 
 @cache
-def bulk_lines(pattern: str, ignore_case: bool) -> BulkLines | None:
+def bulk_lines(pattern: str, ignore_case: bool) -> LineStarts | None:
     """The bulk line finder for a verifier ``pattern``; None when it cannot be built."""
+    if bulk_regex(pattern) is None or bulk_locate(_bulk_form(pattern, ()).encode(), ignore_case) is None:
+        return None  # not derivable, or Hyperscan refuses even the verifier's own body
+    gate = rule_gate(ignore_case)
+    return NarrowedLines(pattern, ignore_case, gate) if gate is not None else _whole(pattern, ignore_case)
+
+
+class NarrowedLines:
+    """The bulk form of a verifier, per chunk with only the prefix rules the chunk may hold."""
+
+    def __init__(self, pattern: str, ignore_case: bool, gate: RuleGate) -> None:
+        self.pattern = pattern
+        self.ignore_case = ignore_case
+        self.gate = gate
+        self.forms: dict[frozenset[int], LineStarts] = {}
+
+    def starts(self, chunk: bytes, first: int) -> list[int]:
+        rules = self.gate.present(chunk)
+        finder = self.forms.get(rules)
+        if finder is None:
+            narrowed = None
+            if len(self.forms) < MAX_FORMS:
+                kept = tuple(i for i in range(len(_PREFIXES)) if i in rules)
+                narrowed = bulk_locate(_bulk_form(self.pattern, kept).encode(), self.ignore_case)
+            finder = narrowed or _whole(self.pattern, self.ignore_case)
+            self.forms[rules] = finder
+        return finder.starts(chunk, first)
+
+
+class RuleGate:
+    """Which prefix rules may occur in a chunk: their required literals, found in one pass."""
+
+    def __init__(self, ignore_case: bool) -> None:
+        import hyperscan
+
+        literals: list[str] = []
+        self.owners: list[int] = []  # the rule each literal belongs to
+        always: set[int] = set()
+        for i, rule in enumerate(_PREFIXES):
+            found = required_literals(_loose(rule.pattern))
+            if found is None or not all(literal.strip(SEPARATORS) for literal in found):
+                always.add(i)
+                continue
+            for literal in found or ():
+                literals.append(literal)
+                self.owners.append(i)
+        self.always = frozenset(always)
+        flags = hyperscan.HS_FLAG_SINGLEMATCH | (hyperscan.HS_FLAG_CASELESS if ignore_case else 0)
+        expressions = [re.escape(literal).encode("utf-8") for literal in literals]
+        self.db, _ = hyperscan_database(expressions, [flags] * len(literals), list(range(len(literals))))
+
+    def present(self, chunk: bytes) -> frozenset[int]:
+        """The rules whose literals ``chunk`` holds, and those that need none."""
+        found = set(self.always)
+        owners = self.owners
+
+        def on_match(pid: int, start: int, end: int, flags: int, context: Any) -> None:
+            found.add(owners[pid])
+
+        self.db.scan(chunk, match_event_handler=on_match)
+        return frozenset(found)
+
+
+@cache
+def rule_gate(ignore_case: bool) -> RuleGate | None:
+    try:
+        return RuleGate(ignore_case)
+    except Exception:  # no hyperscan, or it refuses a literal: every chunk gets the whole form
+        return None
+
+
+def _whole(pattern: str, ignore_case: bool) -> LineStarts:
+    """The bulk form with every prefix rule; where Hyperscan refuses it, every line is a candidate."""
     regex = bulk_regex(pattern)
-    return None if regex is None else bulk_locate(regex.encode("ascii"), ignore_case)
+    found = bulk_locate(regex.encode("ascii"), ignore_case) if regex is not None else None
+    return found or EveryLine()
+
+
+class EveryLine:
+    """Every line from ``first``: what the verifier then reads one by one (the usual path's cost)."""
+
+    def starts(self, chunk: bytes, first: int) -> list[int]:
+        found = [first] if first < len(chunk) else []
+        pos = chunk.find(b"\n", first)
+        while 0 <= pos < len(chunk) - 1:
+            found.append(pos + 1)
+            pos = chunk.find(b"\n", pos + 1)
+        return found
 
 
 @cache
@@ -183,9 +293,15 @@ def bulk_regex(pattern: str) -> str | None:
         return None
     if not len(parsed) or parsed[0] != (sre_constants.AT, sre_constants.AT_BEGINNING):
         return None  # "^a|b": an alternative is not anchored, nothing to demote
-    rules = "|".join(_loose(rule.pattern) for rule in _PREFIXES)
+    return _bulk_form(pattern, range(len(_PREFIXES)))
+
+
+def _bulk_form(pattern: str, rules: Iterable[int]) -> str:
+    """The bulk form of an anchored verifier ``pattern`` with the prefix rules ``rules`` only."""
+    kept = "|".join(_loose(_PREFIXES[i].pattern) for i in rules)
+    loop = f"(?:{kept})*" if kept else ""
     # Bounded repeats made open (a superset again): Hyperscan refuses the bounded form as too large.
-    return _BOUNDED.sub(r"{\1,}", f"^(?:{rules})*(?:{body})")
+    return _BOUNDED.sub(r"{\1,}", f"^{loop}(?:{pattern[1:]})")
 
 
 def _loose(rule: str) -> str:

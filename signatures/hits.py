@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from signatures import newlines
-from signatures.demote import DEMOTE_AFTER, BulkLines, bulk_lines, bulk_locate, needle_lines
+from signatures.demote import DEMOTE_AFTER, BulkLines, LineStarts, bulk_lines, bulk_locate, needle_lines
 from signatures.evidence import AFTER_LINES, BEFORE_LINES, CONTEXT_KEPT, MAX_TEXT, TAIL_KEPT, TAILED, Reader
 from signatures.lastlines import keep_last
 from signatures.library import Kind, Library, Matcher
@@ -208,7 +208,7 @@ def _bulk_filtered(
     return kept
 
 
-def _bulk(matcher: Matcher, chunk: bytes) -> BulkLines | None:
+def _bulk(matcher: Matcher, chunk: bytes) -> LineStarts | None:
     if matcher.shape or matcher.structure or not chunk.isascii() or b"\r" in chunk:
         return None
     return bulk_lines(matcher.verify.pattern, bool(matcher.verify.flags & re.IGNORECASE))
@@ -271,7 +271,12 @@ def _needle_lines(matcher: Matcher, chunk: bytes, first: int) -> Iterator[Iterab
     """
     finder = needle_lines(matcher.needles) if len(matcher.needles) > 1 else None
     if finder is not None:
-        yield from finder.starts(chunk, first)
+        # Past SWITCH_LINES (literal, line) pairs _located switches to the bulk form: no more are
+        # looked for, unless there is no bulk form to switch to.
+        found = finder.starts(chunk, first, SWITCH_LINES)
+        if sum(map(len, found)) >= SWITCH_LINES and _bulk_locator(matcher) is None:
+            found = finder.starts(chunk, first)
+        yield from found
         return
     for needle in matcher.needles:
         yield _find_lines(chunk, needle, first)

@@ -101,6 +101,10 @@ def test_a_pattern_switched_to_hyperscan_mid_chunk_finds_the_same_lines(
     stepped = hits._located(matcher, chunk, 0, {})
     assert len(stepped) == flagged
     assert switched == stepped
+    # Without a bulk form to switch to, the literals' lines are all found all the same.
+    monkeypatch.setattr(hits, "SWITCH_LINES", 64)
+    monkeypatch.setattr(hits, "_bulk_locator", lambda matcher: None)
+    assert hits._located(matcher, chunk, 0, {}) == stepped
 
 
 @pytest.mark.parametrize("where", ["start", "end"])

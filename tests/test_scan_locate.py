@@ -38,6 +38,24 @@ def test_the_one_pass_finder_gives_the_lines_find_gives(pieces: list[bytes], at:
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=120), st.integers(min_value=0, max_value=400), st.integers(1, 40))
+def test_a_finder_stopped_at_a_limit_gives_the_first_lines_find_gives(
+    pieces: list[bytes], at: int, limit: int
+) -> None:
+    chunk = b"".join(pieces) + b"\n"
+    first = chunk.rfind(b"\n", 0, min(at, len(chunk))) + 1
+    finder = needle_lines(NEEDLES)
+    assert finder is not None
+    whole = finder.starts(chunk, first)
+    cut = finder.starts(chunk, first, limit)
+    if sum(map(len, whole)) < limit:
+        assert cut == whole
+    else:  # each literal's lines a prefix of all of them, and at least ``limit`` lines in all
+        assert all(part == lines[: len(part)] for part, lines in zip(cut, whole, strict=True))
+        assert sum(map(len, cut)) >= limit
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(PIECES, max_size=120), st.integers(min_value=0, max_value=400))
 def test_the_bulk_finder_gives_every_line_with_a_match(pieces: list[bytes], at: int) -> None:
     chunk = b"".join(pieces) + b"\n"
