@@ -75,3 +75,18 @@ def test_small_or_compressed_inputs_stay_in_process(tmp_path: Path) -> None:
     path.write_text("x\n")
     assert not pooling.worth_a_pool([parallel.Source.from_path(path)], 2)
     assert not pooling.worth_a_pool([parallel.Source.from_bytes("b", b"x\n")], 2)
+
+
+@pytest.mark.usefixtures("small_ranges")
+def test_last_words_are_read_from_the_last_range(library: Library, tmp_path: Path) -> None:
+    # No shape or signature names the failure: the last range's last lines must hold it, numbered
+    # as in one pass.
+    path = tmp_path / "quiet.log"
+    with path.open("w") as out:
+        out.writelines(f"[rank{i % 8}]: loading shard {i}\n" for i in range(5000))
+        out.write("supervisor lost contact with the storage gateway\n")
+    one = diagnose([path], library=library, processes=1).to_dict()
+    split = diagnose([path], library=library, processes=3).to_dict()
+    _same(one, split)
+    assert one["status"] == "unrecognized"
+    assert one["initiating"]["line"] == 5001

@@ -43,6 +43,17 @@ def test_pieces_give_the_diagnosis_of_the_whole_file(name: str) -> None:
     assert fed_in_pieces(path, seed=len(name)).diagnosis().to_dict() == whole
 
 
+def test_last_words_fed_in_pieces_are_the_whole_files(tmp_path: Path) -> None:
+    # No shape names the failure: the pieces' last lines must be kept across pieces and numbered
+    # as in one read.
+    path = tmp_path / "quiet.log"
+    lines = [f"[rank{i % 4}]: loading shard {i}\n" for i in range(3000)]
+    path.write_text("".join(lines) + "supervisor lost contact with the storage gateway\n")
+    whole = diagnose([path]).to_dict()
+    assert whole["status"] == "unrecognized" and whole["initiating"]["line"] == 3001
+    assert fed_in_pieces(path, seed=7).diagnosis().to_dict() == whole
+
+
 def test_a_quiet_log_is_scanned_to_its_last_complete_line_and_waits_for_the_rest() -> None:
     incident = Incident(default_library())
     text = incident.text("rank3.log")
