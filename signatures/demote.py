@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any, Protocol
 
-from signatures.factors import drop_lookarounds, ending_bytes, required_literals
+from signatures.factors import drop_lookarounds, ending_bytes, optional_head, required_literals
 from signatures.lines import _PREFIXES
 from signatures.scan import hyperscan_database
 
@@ -261,11 +261,17 @@ def message_starts(pattern: str, ignore_case: bool) -> MessageStarts | None:
 
 def entry_regex(pattern: str) -> str | None:
     """The verifier's body (``pattern`` less its ``^``) at a line's start or after a byte a prefix
-    rule can end with, the rule's last blanks between: what every line of the bulk form holds."""
+    rule can end with, the rule's last blanks between: what every line of the bulk form holds.
+
+    The optional items the body opens with (``[ \\t]*(?:\\[...\\] +)*``) count as prefix rules: a
+    third cheaper to search for, and every line that holds the body holds what follows them."""
+    items, rest = optional_head(pattern[1:])
+    if not rest or re.match(rest, "") is not None:
+        return None
     tight: set[int] = set()
     spaced: set[int] = set()
-    for rule in _PREFIXES:
-        ends = ending_bytes(_loose(rule.pattern))
+    for rule in [*(_loose(rule.pattern) for rule in _PREFIXES), *items]:
+        ends = ending_bytes(rule)
         if ends is None:
             return None
         tight |= ends[0]
@@ -275,7 +281,7 @@ def entry_regex(pattern: str) -> str | None:
     heads = [r"^[ \t]*"]
     heads += [f"[{_byte_class(tight)}]"] if tight else []
     heads += [rf"[{_byte_class(spaced)}][ \t]+"] if spaced else []
-    return _BOUNDED.sub(r"{\1,}", f"(?:{'|'.join(heads)})(?:{pattern[1:]})")
+    return _BOUNDED.sub(r"{\1,}", f"(?:{'|'.join(heads)})(?:{rest})")
 
 
 def _byte_class(found: set[int]) -> str:

@@ -164,7 +164,7 @@ def drop_lookarounds(regex: str) -> str:
     i = 0
     while i < len(regex):
         if regex.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
-            i = _group_end(regex, i)
+            i = group_end(regex, i)
             continue
         if regex[i] == "\\":
             out.append(regex[i : i + 2])
@@ -175,7 +175,7 @@ def drop_lookarounds(regex: str) -> str:
     return "".join(out)
 
 
-def _group_end(regex: str, i: int) -> int:
+def group_end(regex: str, i: int) -> int:
     """The index just past the group opening at ``i`` (escapes and classes respected)."""
     depth, in_class = 0, False
     while i < len(regex):
@@ -198,3 +198,19 @@ def _group_end(regex: str, i: int) -> int:
                 return i + 1
         i += 1
     return i
+
+
+def optional_head(body: str) -> tuple[list[str], str]:
+    """The optional items ``body`` opens with (a blank run, ``(?:...)*``, ``(?:...)?``) and the rest."""
+    items: list[str] = []
+    i = 0
+    while True:
+        blank = next((b for b in (r"[ \t]*", " *") if body.startswith(b, i)), None)
+        if blank is not None:
+            i += len(blank)
+            continue
+        end = group_end(body, i) if body.startswith("(?:", i) else i
+        if end == i or body[end : end + 1] not in ("*", "?"):
+            return items, body[i:]
+        items.append(body[i:end])
+        i = end + 1 + (body[end + 1 : end + 2] in ("?", "+"))  # a lazy or possessive repeat

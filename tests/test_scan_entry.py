@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signatures.demote import _loose, bulk_locate, bulk_regex, message_starts
-from signatures.factors import ending_bytes
+from signatures.factors import ending_bytes, optional_head
 from signatures.lines import _PREFIXES
 from signatures.tracebacks import EXCEPTION_LINE
 
@@ -25,6 +25,8 @@ ACCEPTED = [
     "torch.distributed.DistBackendError: x",
     "**KeyError**",
     "KeyboardInterrupt",
+    "[worker 3]  ValueError: x",  # the body's own optional head: bracketed words, then **
+    "[a] [b] **KeyError**",
 ]
 
 
@@ -89,6 +91,23 @@ def test_lines_a_rule_ends_just_before_hold_a_message_start(line: bytes) -> None
     assert entry is not None
     assert _whole().starts(chunk, 0) == [6]  # type: ignore[attr-defined]
     assert entry.first_line(chunk, 0) == 6
+
+
+@pytest.mark.parametrize(
+    "body,items,rest",
+    [
+        (
+            r"[ \t]*(?:\[[^\]\n]{1,80}\] +)*(?:\*\*)?(?:x|y)",
+            [r"(?:\[[^\]\n]{1,80}\] +)", r"(?:\*\*)"],
+            "(?:x|y)",
+        ),
+        ("(?:ab)*?x", ["(?:ab)"], "x"),
+        ("(?:a)c", [], "(?:a)c"),
+        ("(?:a){2}c", [], "(?:a){2}c"),
+    ],
+)
+def test_the_optional_head_of_a_body(body: str, items: list[str], rest: str) -> None:
+    assert optional_head(body) == (items, rest)
 
 
 def test_a_chunk_of_benign_mentions_holds_none() -> None:
