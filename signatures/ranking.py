@@ -30,6 +30,7 @@ import functools
 import re
 from collections.abc import Iterable
 
+from signatures.bursts import announces_only, move_announcements_to_detail, move_to_restatements
 from signatures.candidate import (
     TIER_BENIGN,
     TIER_DEATH,
@@ -73,7 +74,7 @@ from signatures.reports import (
 )
 from signatures.shapes import ShapeKind, nccl_fell_back
 from signatures.spec import Outcome, Signature
-from signatures.stops import demote_step_beside_job, demote_teardown
+from signatures.stops import demote_step_beside_job, demote_teardown, yield_stops_to_stated_failures
 from signatures.tracebacks import exception_name, recovered
 
 _ROLE_TIER = {
@@ -142,6 +143,7 @@ def candidates(
     restore_quoted_causes(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
+    out = move_announcements_to_detail(move_to_restatements(out))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
@@ -151,6 +153,7 @@ def candidates(
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
+    yield_stops_to_stated_failures(out)
     name_diverged_lists(out, library)
     return out
 
@@ -175,7 +178,8 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
     # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
     # in, first. When no signature knows that exception, the statement leads: it is earlier;
     # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
-    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError).
+    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError). A statement
+    # that only announces ("Rank[2] failed.": a few words, no cause) gives way to any exception.
     generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
     raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     for c in cands:
@@ -185,7 +189,10 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
         if header is None:
             continue
         ending = first_after(raised, c.hit.file_index, header)
-        if ending is None or ending.signature is None:
+        unknown_end = ending is not None and ending.signature is None and ending.tier < TIER_BENIGN
+        if ending is not None and unknown_end and announces_only(c):
+            c.tier, c.yields = max(c.tier, ending.tier), True  # "Rank[2] failed.": the traceback says what
+        elif ending is None or ending.signature is None:
             c.tier = TIER_INITIATING
         elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
             c.tier, c.yields = max(c.tier, ending.tier), True
