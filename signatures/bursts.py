@@ -23,6 +23,7 @@ from signatures.lines import time_key, unwrap
 
 BURST_GAP = 2  # lines apart that two statements of one process are one burst
 SUBJECT_WORDS = 3  # leading words two statements share when they have one subject
+_DIGITS = re.compile(r"\d+")
 MORE_WORDS = 3  # words a restatement of the same subject adds at least (its cause), beyond a new value
 FACT_WORDS = 5  # trailing words two statements share when they tell the same facts
 SAME_SECOND_S = 1.0
@@ -79,8 +80,9 @@ def move_announcements_to_detail(cands: list[Candidate]) -> list[Candidate]:
 def restates(upper: str, lower: str) -> bool:
     """``lower`` tells the failure ``upper`` told, in other words: the same subject and more, or
     the same facts under another lead (never a repeat, nor a quotation of the whole)."""
-    if not upper or not lower or upper == lower or upper in lower or lower in upper:
-        return False
+    nu, nl = _DIGITS.sub("#", upper), _DIGITS.sub("#", lower)
+    if not upper or not lower or nu in nl or nl in nu:
+        return False  # a repeat (other threads, other values), or a quotation
     wu, wl = upper.split(), lower.split()
     shared = 0  # trailing words both say
     while shared < min(len(wu), len(wl)) and wu[-1 - shared] == wl[-1 - shared]:

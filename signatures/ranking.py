@@ -17,11 +17,13 @@ under `Failures:` above its `Root Cause (first observed failure)` (also in a pas
 inside that list), the root-cause entry of another agent's table whose `time` is later (several
 nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
-a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it);
-and episodes.py and reports.py pick which line of a several-line failure states it (a signal
+a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it); a
+scheduler's stop (time limit, cancellation) after a failure a process stated (stops.py);
+and episodes.py, bursts.py and reports.py pick which line of a several-line failure states it (a signal
 box's field that names the signal, a logged traceback's exception line). Frame rules name an
 exception by the frames where it was raised, up to the nearest installed package's. Every rule
-here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py).
+here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py;
+bursts, levels, stops after a stated failure: test_bursts.py).
 """
 
 from __future__ import annotations

@@ -230,3 +230,13 @@ def test_an_announcement_moves_to_the_detail_line_below_it(
     log = f"step 3 loss 1.1\nSUP FATAL 2031-02-03 04:05:06 Shard failed !!!\n{detail}\n"
     d = run(library, log)
     assert d.initiating is not None and d.initiating.line == (3 if moved else 2)
+
+
+def test_the_same_statement_from_other_threads_is_a_repeat(library: Library) -> None:
+    log = (
+        "ep 1 42%|## | 420/1000 [01:02<01:30] kern.cu:88: lane [3,0,0] Check `idx < n` failed on device 0.\n"
+        "kern.cu:88: lane [4,0,0] Check `idx < n` failed on device 0.\n"
+        "kern.cu:88: lane [5,0,0] Check `idx < n` failed on device 0.\n"
+    )
+    d = run(library, log.replace("Check `", "Assertion `"))
+    assert d.initiating is not None and d.initiating.line == 1
