@@ -111,7 +111,8 @@ def announces_only(c: Candidate) -> bool:
 # a head token left in the message: a level word or letter (bare, starred, barred: "** FATAL **",
 # "CRITICAL|trainer|", "E:"), a bracketed tag, punctuation
 _HEAD_TOKEN = re.compile(
-    r"^(?:[\W_]+|\[[^\]]*\]:?|[^\s|]*\|\S*|(?:ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|[EFCWID]):?)$"
+    r"^(?:[\W_]+|\[[^\]]*\]:?|<[^>]*>:?|[^\s|]*\|\S*|[\d:.,T-]+"
+    r"|(?:ERROR|CRITICAL|FATAL|WARNING|WARN|INFO|DEBUG|[EFCWID]):?)$"
 )
 
 

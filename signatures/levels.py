@@ -51,7 +51,7 @@ class LevelModel:
 
     def level(self, line: str) -> str | None:
         """The level letter of ``line``: from a head ``lines.py`` reads, a learned slot, or ``level=``."""
-        facts = unwrap(line)
+        facts = unwrap(line.strip())  # a paste indented as a whole keeps its heads
         if facts.level is not None:
             return facts.level
         if (m := _NAMED.search(facts.message[:300])) is not None and m.group("word").lower() in _WORDS:
@@ -83,7 +83,7 @@ def learn(lines: Iterable[str]) -> LevelModel:
     seen: Counter[tuple[int, str]] = Counter()
     quiet: set[tuple[int, str]] = set()
     for line in set(lines):
-        facts = unwrap(line)
+        facts = unwrap(line.strip())
         for index, (shape, letter) in _head_levels(facts.message):
             seen[(index, shape)] += 1
             if letter in QUIET:
