@@ -16,7 +16,7 @@ from signatures.hits import Hit
 from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
 from signatures.lines import unwrap
-from signatures.shapes import NCCL_UNWIND
+from signatures.ncclwarn import NCCL_UNWIND
 from signatures.tracebacks import FRAME, HEADER, exception_name
 
 LEAD_GAP = 6  # lines a statement may sit above the traceback it leads into

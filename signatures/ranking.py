@@ -62,6 +62,7 @@ from signatures.failtable import demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
+from signatures.ncclwarn import nccl_fell_back
 from signatures.nonfinite import demote_recovered_metrics
 from signatures.pendinglists import name_diverged_lists
 from signatures.progress import Progress
@@ -74,7 +75,7 @@ from signatures.reports import (
     yield_carriers,
     yield_report_banners,
 )
-from signatures.shapes import ShapeKind, nccl_fell_back
+from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
 from signatures.stops import demote_step_beside_job, demote_teardown, yield_stops_to_stated_failures
 from signatures.tracebacks import exception_name, recovered

@@ -240,3 +240,30 @@ def test_the_same_statement_from_other_threads_is_a_repeat(library: Library) -> 
     )
     d = run(library, log.replace("Check `", "Assertion `"))
     assert d.initiating is not None and d.initiating.line == 1
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        'ts=2031-02-03T04:05:07Z level=error msg="shard 3 lost its lease, stopping" shard=3',
+        '{"ts": "2031-02-03T04:05:07Z", "level": "fatal", "msg": "shard 3 lost its lease, stopping"}',
+        "[2031-02-03 04:05:07.118] [critical] [pool.cc:12] shard 3 lost its lease, stopping",
+    ],
+    ids=["logfmt", "json", "bracketed"],
+)
+def test_a_failing_level_named_in_lower_case_states_a_failure(library: Library, record: str) -> None:
+    d = run(library, f"step 1 loss 2.0\n{record}\n")
+    assert d.status is Status.UNRECOGNIZED and d.initiating is not None and d.initiating.line == 2
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        'ts=2031-02-03T04:05:07Z level=info msg="error budget at 3%" shard=3',
+        '{"ts": "2031-02-03T04:05:07Z", "level": "warning", "msg": "shard 3 slow, error rate 0.1"}',
+        "2031-02-03 04:05:07 set log_level=error for the store client",
+    ],
+    ids=["logfmt-info", "json-warning", "a-setting"],
+)
+def test_quiet_records_naming_errors_stay_clean(library: Library, record: str) -> None:
+    assert run(library, f"step 1 loss 2.0\n{record}\n").status is Status.CLEAN
