@@ -39,7 +39,7 @@ FAILING = ("E", "F", "C")
 HEAD_TOKENS = 6  # tokens at the start of a line that may be its head
 SLOT_LINES = 2  # lines that must show a level in one slot before the slot is believed
 _TOKEN = re.compile(r"\[[^\[\]\s]{1,40}\]:?|<[^<>\s]{1,12}>:?|\|[^|\s]{1,12}\|:?|\([^()\s]{1,40}\):?|\S+")
-_NAMED = re.compile(r"""\blevel["']?\s*[:=]\s*["']?(?P<word>[A-Za-z]{1,8})\b""")
+_NAMED = re.compile(r"""(?:^|[\s{,])["']?level["']?\s*[:=]\s*["']?(?P<word>[A-Za-z]{1,8})\b""")
 _WRAP = re.compile(r"^(?P<open>[\[<|(]?)(?P<body>[A-Za-z]{1,8})(?P<close>[\]>|)]?):?$")
 
 

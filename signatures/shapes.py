@@ -111,7 +111,8 @@ SHAPES: tuple[Shape, ...] = (
             rf"^[^\w\n]{{0,4}}{_LEVEL}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
             rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
             rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
-            r"""|\blevel["']?[ \t]*[:=][ \t]*["']?(?:error|fatal|critical)\b"""  # logfmt, JSON
+            # logfmt's level=error, JSON's "level": "error" (not an option's --level=error)
+            r"""|(?:^|[ \t{,])["']?level["']?[ \t]*[:=][ \t]*["']?(?:error|fatal|critical)\b"""
         ),
         pattern=(
             r"ERROR|CRITICAL|FATAL|[EF][0-9]{3,4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"

@@ -262,8 +262,9 @@ def test_a_failing_level_named_in_lower_case_states_a_failure(library: Library, 
         'ts=2031-02-03T04:05:07Z level=info msg="error budget at 3%" shard=3',
         '{"ts": "2031-02-03T04:05:07Z", "level": "warning", "msg": "shard 3 slow, error rate 0.1"}',
         "2031-02-03 04:05:07 set log_level=error for the store client",
+        "+ python serve.py --level=error --shards 8",
     ],
-    ids=["logfmt-info", "json-warning", "a-setting"],
+    ids=["logfmt-info", "json-warning", "a-setting", "an-option"],
 )
 def test_quiet_records_naming_errors_stay_clean(library: Library, record: str) -> None:
     assert run(library, f"step 1 loss 2.0\n{record}\n").status is Status.CLEAN
