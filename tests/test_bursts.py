@@ -268,3 +268,31 @@ def test_a_failing_level_named_in_lower_case_states_a_failure(library: Library, 
 )
 def test_quiet_records_naming_errors_stay_clean(library: Library, record: str) -> None:
     assert run(library, f"step 1 loss 2.0\n{record}\n").status is Status.CLEAN
+
+
+# --- the rank of a traceback whose announcement names it -----------------------------------------
+
+
+def test_a_traceback_takes_the_rank_its_opening_record_names(library: Library) -> None:
+    log = (
+        "2031-02-03 04:05:06,007 | svc | CRITICAL | loop.py:12 | worker rank: 5 crashed.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/loop.py", line 10, in run\n'
+        "    step()\n"
+        "StorageTimeoutError: object store gave no answer for shard-0007 within 30 s\n"
+    )
+    d = run(library, log)
+    assert d.initiating is not None and "StorageTimeoutError" in d.initiating.text
+    assert d.initiating.rank == 5
+
+
+def test_a_traceback_after_a_line_naming_no_rank_has_none(library: Library) -> None:
+    log = (
+        "2031-02-03 04:05:06,007 | svc | CRITICAL | loop.py:12 | worker crashed.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/loop.py", line 10, in run\n'
+        "    step()\n"
+        "StorageTimeoutError: object store gave no answer for shard-0007 within 30 s\n"
+    )
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.rank is None
