@@ -156,7 +156,7 @@ def candidates(
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
-    yield_stops_to_stated_failures(out)
+    yield_stops_to_stated_failures(out, time_order)
     name_diverged_lists(out, library)
     return out
 

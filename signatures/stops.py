@@ -6,7 +6,7 @@ lower candidates (ranking.py applies them last). And whom a line of Slurm's step
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from signatures.candidate import TIER_BENIGN, TIER_DEATH, TIER_DOWNSTREAM, TIER_UNKNOWN, Candidate
 
@@ -50,11 +50,12 @@ _STOP_VERDICT = re.compile(
 )
 
 
-def yield_stops_to_stated_failures(cands: list[Candidate]) -> None:
+def yield_stops_to_stated_failures(
+    cands: list[Candidate], time_order: Callable[[Candidate, Candidate], int]
+) -> None:
     """A scheduler's stop (time limit, cancellation) gives way to a failure a process stated
-    before it and did not carry on from: that failure is why the job hung until it was stopped."""
-    from signatures.ranking import time_order  # ranking imports this module
-
+    before it and did not carry on from: that failure is why the job hung until it was stopped.
+    ``time_order`` is ranking.py's (-1 when the first was printed before the second)."""
     stated = [
         c
         for c in cands
