@@ -89,6 +89,8 @@ def restates(upper: str, lower: str) -> bool:
         shared += 1
     if shared >= min(len(wu), len(wl)) - 1:
         return False  # one says the other whole, under at most an exception's name: a quotation
+    if shared and wu[-shared - 1].endswith(":") and wl[-shared - 1].endswith(":"):
+        return False  # both end in the same clause after a colon: the later quotes the earlier's cause
     subject = (
         len(wu) > SUBJECT_WORDS
         and wu[:SUBJECT_WORDS] == wl[:SUBJECT_WORDS]

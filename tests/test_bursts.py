@@ -77,6 +77,16 @@ def test_a_repeat_a_quotation_or_another_failure_is_no_restatement(library: Libr
     assert d.initiating is not None and d.initiating.line == 2
 
 
+def test_a_cause_quoted_after_a_colon_is_no_restatement(library: Library) -> None:
+    log = (
+        "step 10 loss 2.1\n"
+        "CRITICAL|ring| Tearing down due to peer error: peer 7 closed the stream or its host left\n"
+        "CRITICAL|ring| UNAVAILABLE: ring.cc:40: op failed: peer 7 closed the stream or its host left\n"
+    )
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.line == 2
+
+
 def test_statements_of_two_processes_are_no_burst(library: Library) -> None:
     log = (
         "[rank1]: ERROR: Shard prefetcher worker stopped unexpectedly\n"
