@@ -9,8 +9,11 @@ level (where both show one) and (when both are timed) the same second. The later
 earlier when it tells the same failure in other words: it keeps the earlier one's subject (its
 first words) and says more, or it keeps its facts (its last words) under another lead. The
 restatement states the failure: it is what the process found the failure to be. A line that
-repeats the earlier one, or quotes it whole (a re-raise that adds only a wrapper), restates
-nothing: the earlier one stands.
+repeats the earlier one, quotes it whole (a re-raise that adds only a wrapper) or quotes its cause
+after a colon restates nothing: the earlier one stands.
+
+A statement that only announces a failure (a few words, no cause: "Rank[2] failed.") gives way
+to what follows it: the exception of the traceback it opens (ranking.py), or its detail line.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from signatures.lines import time_key, unwrap
 
 BURST_GAP = 2  # lines apart that two statements of one process are one burst
 SUBJECT_WORDS = 3  # leading words two statements share when they have one subject
-_DIGITS = re.compile(r"\d+")
 MORE_WORDS = 3  # words a restatement of the same subject adds at least (its cause), beyond a new value
 FACT_WORDS = 5  # trailing words two statements share when they tell the same facts
 SAME_SECOND_S = 1.0
+_DIGITS = re.compile(r"\d+")  # other values in the same words: a repeat
 _TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,60}\])+\s*")  # "[PG ID 2 PG GUID 3 Rank 3] " is no words
 # a logging head of single fields between dashes: "- lmdeploy - ERROR - model_agent.py:489 - "
 _DASHED_HEAD = re.compile(r"^-?\s*(?:[\w.:/]+ +- +){2,}")
