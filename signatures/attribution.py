@@ -308,10 +308,21 @@ def _header_rank(hit: Hit) -> int | None:
             return unwrap(text[:at]).rank
         if at == 0:
             opener = next((t for t in reversed(hit.before[:-k]) if t.strip()), "")
-            return unwrap(opener).rank if opener and not _inside_block(opener) else None
+            return _failing_record_rank(opener)
         if not text.strip() or not _inside_block(text):
             return None
     return None
+
+
+_FAILING_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+
+
+def _failing_record_rank(text: str) -> int | None:
+    # The record that opens a traceback states the failure at an error level; a record of another
+    # kind above a plain title ("rank:  5 | checkpoint saved") is another record, not its opener.
+    facts = unwrap(text)
+    failing = facts.level in ("E", "F", "C") or _FAILING_LEVEL.search(text[:120])  # in the record's head
+    return facts.rank if text and failing and not _inside_block(text) else None
 
 
 def _inside_block(text: str) -> bool:
