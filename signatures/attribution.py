@@ -30,25 +30,23 @@ from the log when every line read that names a host names the same one.
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from signatures.episodes import box_lines, continues
+from signatures.episodes import box_lines
 from signatures.failtable import entry_rank
 from signatures.hits import Hit, TextScan
 from signatures.introduced import introduced_rank
 from signatures.kernelasserts import is_assert_report, is_kernel_assert, reporting_rank
 from signatures.lines import unwrap
+from signatures.neighbours import header_rank, nearby_rank, statement_rank, tag_above
 from signatures.pids import HOST_PID, head_pid_rank
 from signatures.processtags import Reading, TagModel, learn
 from signatures.samelogger import next_record_rank
 from signatures.stops import step_daemon_task
 from signatures.structure import Sighting
-from signatures.tracebacks import FRAME, HEADER, exception_name
-from signatures.verdicts import Verdict, verdict_of, verdict_rank
-
-TRACEBACK_TITLE = "Traceback (most recent call last)"
+from signatures.verdicts import Verdict, child_exited, verdict_of, verdict_rank
 
 SPAWN_REACH = 400  # lines below mp.spawn's header that can still be its process's traceback
 
@@ -71,6 +69,7 @@ class Roster:
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
     assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
     verdicts: dict[int, list[Verdict]] = field(default_factory=dict)  # a launcher's, on a death
+    printed: Counter[tuple[int, str]] = field(default_factory=Counter)  # (file, message) -> lines
 
     def learn(self, s: Sighting) -> None:
         if s.spawn:
@@ -117,15 +116,19 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
     """Everything the texts say about who is who."""
     r = Roster(
         single_node=environment.get("nnodes") in ("1", "standalone"),
-        one_process=_one_process(scans, environment),
         world_of_one=environment.get("world_size") == "1" and _ranks_named(scans) <= {0},
     )
     for scan in scans:
         r.name_rank[scan.file_index] = scan.name_rank
         r.tags[scan.file_index] = learn(_sample(scan))
+    # A log whose tags name several processes is no one-process job's, whatever its lines say.
+    r.one_process = _one_process(scans, environment) and all(t.names_one_process for t in r.tags.values())
+    for scan in scans:
         for s in scan.sightings:
             r.learn(s)
         r.hosts |= {h for hit in scan.hits if (h := hit.host)} | {x.host for x in scan.sightings if x.host}
+        for _, message in {(h.line, h.facts.message.strip()) for h in scan.hits}:
+            r.printed[(scan.file_index, message)] += 1
         for hit in scan.hits:
             if hit.rank is not None and is_assert_report(hit.text):
                 r.assert_reports.setdefault(scan.file_index, []).append((hit.line, hit.rank))
@@ -135,6 +138,12 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
     r.single_node = r.single_node or _fits_one_node(scans, environment, r.tags.values())
+    for scan in scans:  # a launcher's verdict on a child it names by local index, on one node
+        for hit in scan.hits:
+            if hit.rank is not None or hit.local_rank is None or not child_exited(hit.facts.message):
+                continue
+            if (rank := r.rank_of_local(hit.host, hit.local_rank)) is not None:
+                r.verdicts.setdefault(scan.file_index, []).append((hit.line, rank, hit.host, hit.facts.pid))
     return r
 
 
@@ -236,7 +245,7 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     )
     if spawn is not None:
         return spawn.rank, f"mp.spawn says the traceback below line {spawn.line} is process {spawn.rank}'s"
-    if (rank := nearby_rank(hit.before[-2:], hit.after[:3])) is not None:
+    if (rank := nearby_rank(hit.before[-2:], hit.after[:3], tags)) is not None:
         return rank, "the lines around it are that rank's"
     first = r.first_failure.get(hit.file_index)
     if first is not None and (local is None or first.local_rank == local):
@@ -245,9 +254,9 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         (rank := reporting_rank(r.assert_reports.get(hit.file_index, ()), line)) is not None
     ):
         return rank, "the report of the device-side assert below it names that rank"
-    if reading == Reading() and (above := _tag_above(hit, r.tags.get(hit.file_index))) is not None:
+    if reading == Reading() and (above := tag_above(hit, r.tags.get(hit.file_index))) is not None:
         return above, "the nearest tagged line above it, in the same block, is that rank's"
-    if reading == Reading() and (rank := _header_rank(hit)) is not None:
+    if reading == Reading() and (rank := header_rank(hit)) is not None:
         return rank, "the record that opens its traceback names that rank in its head"
     if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
         return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
@@ -261,7 +270,12 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
     # Only in a log that does not tag its ranks, for a line with no local index of its own: an
     # untagged line among tagged ones is no rank's output, and a local index may be another's.
     untagged_log = not (tags and tags.global_shapes)
-    if untagged_log and local is None and (rank := verdict_rank(verdicts, line, host, pid)) is not None:
+    # A launcher names the child it noticed, which need not be the first of several that printed
+    # the same failure: only a failure printed once is the verdict's.
+    once = r.printed.get((hit.file_index, hit.facts.message.strip()), 0) <= 1
+    if not (untagged_log and local is None and once):
+        return None, None
+    if (rank := verdict_rank(verdicts, line, host, pid)) is not None:
         return rank, "the launcher's verdict below it names that rank as the one that failed"
     return None, None
 
@@ -276,112 +290,6 @@ def section_rank(sections: Sequence[Sighting], file_index: int, line: int) -> in
         return above.rank
     if below is not None and below.section == "end":
         return below.rank
-    return None
-
-
-def _tag_above(hit: Hit, tags: TagModel | None) -> int | None:
-    # An untagged line of a tagged log (a traceback's end, a message's continuation) is the
-    # process's whose tagged line is nearest above it in the same block: across untagged lines
-    # of a traceback or continuation only, up to a blank line or another untagged statement.
-    if tags is None or hit.facts.tagged or not (hit.view.in_traceback or _inside_block(hit.text)):
-        return None  # a statement of its own: the lines above alone prove nothing
-    for text in reversed(hit.before):
-        if (facts := unwrap(text)).tagged:
-            return facts.rank
-        if (rank := tags.read(text).rank) is not None:
-            return rank
-        if not text.strip() or not _inside_block(text):
-            return None
-    return None
-
-
-def _header_rank(hit: Hit) -> int | None:
-    # A traceback logged as one record (ParlAI's "rank:  3 | <time> CRITICAL | Traceback ...")
-    # is the process's that the record's head names: its frames and exception line are untagged.
-    # Logged as a record of its own just above the title ("<time> - ERROR - Rank[2] failed.", then
-    # "Traceback ..."), the record that introduces the traceback names it the same way.
-    if hit.facts.tagged or not hit.view.in_traceback:
-        return None
-    for k, text in enumerate(reversed(hit.before), 1):
-        at = text.find(TRACEBACK_TITLE)
-        if at > 0:
-            return unwrap(text[:at]).rank
-        if at == 0:
-            opener = next((t for t in reversed(hit.before[:-k]) if t.strip()), "")
-            return _failing_record_rank(opener)
-        if not text.strip() or not _inside_block(text):
-            return None
-    return None
-
-
-_FAILING_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
-
-
-def _failing_record_rank(text: str) -> int | None:
-    # The record that opens a traceback states the failure at an error level; a record of another
-    # kind above a plain title ("rank:  5 | checkpoint saved") is another record, not its opener.
-    facts = unwrap(text)
-    failing = facts.level in ("E", "F", "C") or _FAILING_LEVEL.search(text[:120])  # in the record's head
-    return facts.rank if text and failing and not _inside_block(text) else None
-
-
-def _inside_block(text: str) -> bool:
-    # A traceback's own lines or a message's indented continuation, never a statement of its own.
-    head = text.rstrip("\r\n")
-    if head[:1].isspace() or HEADER.match(head.lstrip()) or FRAME.match(head.lstrip()):
-        return True
-    return head.lstrip().startswith(
-        ("frame #", "During handling", "The above exception", "Exception raised from")
-    )
-
-
-CONTINUATION_REACH = 6  # lines below an error that may still be its message
-
-
-def statement_rank(hit: Hit) -> int | None:
-    """A rank the rest of the line's statement names: the wrapped first half above, or the
-    message's continuation below (lines with no head of their own, up to a blank line)."""
-    if hit.before and continues(hit.before[-1], hit.text):
-        facts = unwrap(hit.before[-1])
-        if facts.rank is not None:
-            return facts.rank
-    if hit.facts.tagged or hit.facts.time is not None:
-        return None  # a tagged or stamped line's message ends with it; what follows is new lines
-    named: set[int] = set()
-    for text in hit.after[:CONTINUATION_REACH]:
-        facts = unwrap(text)
-        if not text.strip() or facts.message != text.rstrip("\r\n") or _new_statement(facts.message):
-            break
-        if facts.rank is not None:
-            named.add(facts.rank)
-    # One rank named is the speaker's; a list of several ("Timed out task names:") names peers.
-    return named.pop() if len(named) == 1 else None
-
-
-_TOOL_HEAD = re.compile(r"^[\w.-]+: ")
-
-
-def _new_statement(message: str) -> bool:
-    # A traceback, a frame, another exception, a tool's own line ("srun: error: ...") or a
-    # launcher's box starts something else.
-    head = message.lstrip()
-    if exception_name(head) is not None or HEADER.match(head) or FRAME.match(head) or _TOOL_HEAD.match(head):
-        return True
-    return head.startswith(("frame #", "During handling", "The above exception", "[", "="))
-
-
-def nearby_rank(before: Sequence[str], after: Sequence[str]) -> int | None:
-    """The rank of an untagged line, when the lines around it all carry one and the same rank.
-
-    A rank often prints its exception once bare and then again as a `[rank0]:` traceback; in an
-    interleaved log, neighbours of several ranks make this return None. Only launcher tags count:
-    a neighbour that mentions a rank in its words (srun's "task 14: Exited") is another report.
-    """
-    below = {facts.rank for line in after if (facts := unwrap(line)).tagged}
-    above = {facts.rank for line in before if (facts := unwrap(line)).tagged}
-    # The lines below must be that rank re-printing it; lines above alone prove nothing.
-    if len(below) == 1 and above <= below:
-        return below.pop()
     return None
 
 

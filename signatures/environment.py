@@ -41,7 +41,8 @@ FACTS: tuple[FactPattern, ...] = (
         r"\| +[0-9]+ +(?P<v>NVIDIA [A-Za-z0-9 .-]+?) +(?:On|Off) +\|",
         scan=r"NVIDIA [^|\n]+(?:On|Off) +\|",
     ),
-    _fact("world_size", r"\b(?:world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
+    # DeepSpeed's launcher prints "dist_world_size=4"
+    _fact("world_size", r"\b(?:dist_world_size|world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bRANK and WORLD_SIZE in environ: [0-9]+/(?P<v>[0-9]+)\b"),  # DeiT-style utils
     # How many nodes the job spans: with one, a local rank is the global rank.

@@ -39,7 +39,9 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?![\w.-]*\.(?:cpp|cc|cu|c|h|hpp|py|go|rs|java)\b)"
         r"(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
-        r"^\[(?:rank: ?|RANK )(?P<rank>\d+)\] ",  # Lightning [rank: 1], accelerate [RANK 1]
+        # Lightning [rank: 1], accelerate [RANK 1], and loggers' (rank 1) / <rank=1> alike
+        # (NCCL's own "[Rank 0] Watchdog ..." stays in the message: signatures are written on it)
+        r"^(?:\[(?:rank: ?|RANK )|[(<](?:rank|RANK|Rank)(?:: ?| |=))(?P<rank>\d+)[\])>]:? ",
         r"^\[pod/(?P<host>[\w.-]+)/[\w.-]+\] ",  # kubectl logs --prefix
         r"^\[\d{1,5},(?P<rank>\d+)\]<std(?:out|err|diag)>: ?",  # mpirun --tag-output: [job,rank]
         r"^\[(?P<rank>\d{1,6})\]<std(?:out|err|diag)>: ?",  # horovodrun's (Gloo) stream tag: [rank]
@@ -78,8 +80,11 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
         r"^\([\w:. -]+\) (?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
-        # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) "
-        r"^\([\w:.-]+(?:\[(?:rank=(?P<rank>\d+)|[^\]\s]*)\])? pid=\d+(?:, ip=(?P<host>[\w.:-]+))?\) ",
+        # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) ",
+        # and any more fields after the ip ("(RayTrainWorker pid=3, ip=h, rank=2) "; processtags
+        # reads a field that names the rank)
+        r"^\([\w:.-]+(?:\[(?:rank=(?P<rank>\d+)|[^\]\s]*)\])? pid=\d+(?:, ip=(?P<host>[\w.:-]+))?"
+        r"(?:, [a-z_]+=[\w.:-]+)*\) ",
         # UCX's log head: "[1579244748.83] [host:pid:thread]  file.c:62  UCX  ERROR "
         r"^\[\d+\.\d+\] +\[(?P<host>[\w.-]+):(?P<pid>\d+):\d+\] +[\w./-]+:\d+ +UCX +"
         r"(?:(?P<level>ERROR|WARN|INFO|DEBUG|FATAL)|[A-Z]+) +",

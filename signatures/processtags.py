@@ -4,9 +4,9 @@ Launchers prefix every line with a tag that carries the process's index: `[rank3
 `[default3]:`, `name/0 [default3]:[rank3]:`, `[1,3]<stderr>:`, srun's `3: `, `[3]`, Ray's
 `(RayTrainWorker pid=123, ip=10.0.0.7, rank=3)`, `worker-3:`. Rather than a list of forms, the
 tag's position and shape are learned from the log: the head of a line is the run of tag-like
-tokens before its message (bracketed or parenthesised groups, colon-terminated words, NCCL's
-`host:pid:tid`), and a token with an integer in it becomes a shape (`[rank#]:`, `#:`,
-`[*,#]<stderr>:`). A shape is a process tag when
+tokens before its message (bracketed or parenthesised groups, colon-terminated words, pipe-separated
+fields, NCCL's `host:pid:tid`; read in tagheads.py), and a token with an integer in it becomes a
+shape (`[rank#]:`, `#:`, `[*,#]<stderr>:`, `[#/16]`). A shape is a process tag when
 
 - the word before its number says so: `rank`, `global_rank`, `process`, `task`, `worker` name a
   global rank; `local`, `default`, `gpu`, `dev` a per-node index (a local rank);
@@ -29,143 +29,18 @@ each index is one process; the reading says it is that inference. A line binding
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from signatures.lines import binds_pid, unwrap
+from signatures.tagheads import GLOBAL_WORDS, LOCAL_WORDS, WORD_ORDER, Head, Token, read_head
 
-_SKIP = re.compile(
-    r"\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?"
-    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?:?"
-    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}"  # ctime(), glued to a tag
-    r"|\[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\]?:?|<std(?:out|err)>:?|\|"
-    r"|(?:stdout|stderr) [FP])(?=\s|\[|\(|$)"
-)
-_TOKEN = re.compile(
-    r"\s*(?:(?P<nccl>[A-Za-z0-9][\w.-]{0,60}:\d+:\d+)(?=\s)"
-    r"|(?P<ray>\([^()\n]{0,160}\b(?:pid|rank|ip)=[^()\n]{0,160}\)):?"
-    r"|(?P<bracket>\[[^\[\]\s]{1,48}\](?:<std(?:out|err)>)?:?|\[[A-Za-z_]+[ :=]{1,2}\d{1,6}\]:?)"
-    r"|(?P<replica>[A-Za-z][\w.-]{0,60}/\d+)(?=\s)"
-    r"|(?P<word>(?=[\w.-]*\d)[\w.-]{1,40}:)(?=\s|\[|$)"
-    r"|(?P<groups>(?:(?:TP|DP|PP|EP|CP)\d{1,4}[ _]?)+\]?:?)(?=\s|$))"
-)
-# A process named by its parallel groups: vLLM's "Worker_TP4_EP4", SGLang's "[time DP1 TP3]".
-_GROUP = re.compile(r"(?<![A-Za-z0-9])(?P<kind>TP|DP|PP|EP|CP)(?P<n>\d{1,4})(?![A-Za-z0-9])")
 # Groups that split the world beside tensor parallelism: with any of them shown, a TP index is
 # only a rank within its group. Expert parallelism spans the same ranks as TP in these names.
 _OTHER_GROUPS = frozenset({"dp", "pp", "cp"})
-_NUMBER = re.compile(r"\d+")
-_LETTER = re.compile(r"[A-Za-z]")
-_STREAM = re.compile(r"<std(?:out|err)>")
-_WORD_BEFORE = re.compile(r"([A-Za-z][A-Za-z_]*)[ :=_-]{0,2}#")
-_KEY_VALUE = re.compile(r"\b(?P<key>[a-z_]+)=(?P<value>[\w.:-]+)")
-_HOSTISH = re.compile(r"^(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*$")
-
-GLOBAL_WORDS = frozenset({"rank", "global_rank", "globalrank", "grank", "process", "proc", "task", "worker"})
-LOCAL_WORDS = frozenset(
-    {"default", "local", "local_rank", "localrank", "lrank", "gpu", "dev", "device", "cudadev"}
-)
-_WORD_ORDER = {"rank": 0, "global_rank": 0, "globalrank": 0, "grank": 0, "process": 1, "proc": 1, "task": 2}
-MAX_HEAD_TOKENS = 8
-MAX_INDEX = 1 << 16
 MIN_BARE_LINES = 3  # a tag with no word must recur on this many lines, with two values or more
 SAMPLE_LINES = 5000  # distinct lines one text lends to learning its tags (tags recur on most)
-
-
-@dataclass(frozen=True)
-class Token:
-    """One integer of a line's head: the shape it sits in, its value, the word before it."""
-
-    shape: str
-    value: int
-    word: str | None  # lower case; None for a bare number
-    qualified: bool = False  # a name qualifies it (a host's, a role's): an index within that name
-
-
-@dataclass(frozen=True)
-class Head:
-    """What a line's head holds: its numbered tokens and the host it names."""
-
-    tokens: tuple[Token, ...]
-    host: str | None
-    process: str | None = None  # who printed it, when the head names a pid (Ray's, NCCL's)
-
-
-def read_head(line: str) -> Head:
-    """The tag-like tokens at the start of ``line``, up to its message."""
-    pos, tokens, host, qualified, process = 0, [], None, False, None
-    for _ in range(MAX_HEAD_TOKENS):
-        if (s := _SKIP.match(line, pos)) is not None and s.end() > pos:
-            pos = s.end()
-            continue
-        m = _TOKEN.match(line, pos)
-        if m is None or m.end() == pos:
-            break
-        pos = m.end()
-        if m.group("nccl"):
-            host = host or m.group("nccl").split(":", 1)[0]
-            process = process or ":".join(m.group("nccl").split(":")[:2])
-            qualified = True
-            continue
-        if (groups := m.group("groups")) is not None:
-            tokens.extend(_group_tokens(groups))
-            continue
-        if (ray := m.group("ray")) is not None:
-            tokens.extend(_group_tokens(ray.split(" ", 1)[0]))
-            for kv in _KEY_VALUE.finditer(ray):
-                key, value = kv.group("key"), kv.group("value")
-                if key == "ip":
-                    host = host or value
-                elif key == "pid":
-                    process = process or ray.split(",", 1)[0]
-                elif value.isdigit():
-                    tokens.append(Token(f"(…{key}=#)", int(value), key))
-            continue
-        token = m.group("bracket") or m.group("word")
-        if token is None:
-            qualified = True  # a replica's name/0: what follows is an index within the replica
-            continue
-        tokens.extend(_numbered(token, qualified))
-        qualified = False
-        if m.group("word") and _HOSTISH.match(token[:-1]) and not _process_word(token):
-            host = host or token[:-1]  # pdsh's "node003: ", a pod's "worker-node-3: "
-            qualified = True  # what follows is an index within that node
-    return Head(tuple(tokens), host, process and f"{host}/{process}")
-
-
-def _group_tokens(name: str) -> list[Token]:
-    return [Token(f"<{g['kind']}#>", int(g["n"]), g["kind"].lower()) for g in _GROUP.finditer(name)]
-
-
-def _process_word(token: str) -> bool:
-    return any(t.word in GLOBAL_WORDS | LOCAL_WORDS for t in _numbered(token, False))
-
-
-def _numbered(token: str, qualified: bool) -> list[Token]:
-    if "/" in token or "." in token:  # frame ids ([0/8]), versions, file names: no process index
-        return []
-    runs = list(_NUMBER.finditer(token))
-    out = []
-    for run in runs:
-        parts, last = [], 0
-        for r in runs:
-            parts.append(token[last : r.start()])
-            parts.append("#" if r is run else "*")
-            last = r.end()
-        parts.append(token[last:])
-        shape = "".join(parts)
-        word = _WORD_BEFORE.search(shape[: shape.index("#") + 1])
-        name = word.group(1).lower() if word and shape.index("#") - word.end(1) <= 2 else None
-        if name is None and "<std" in shape and len(runs) == 1:
-            name = "rank"  # a launcher's per-process stream tag, Horovod's "[3]<stderr>:"
-        value = int(run.group())
-        if value < MAX_INDEX:
-            # A bare index qualified by a name in its own token ("[node7:3]") is within that node.
-            named = name is None and _LETTER.search(_STREAM.sub("", shape)) is not None
-            out.append(Token(shape, value, name, qualified or named))
-    return out
 
 
 @dataclass(frozen=True)
@@ -190,6 +65,7 @@ class TagModel:
     coarse_shapes: set[str] = field(default_factory=set)  # tags that count nodes, not processes
     parallel_shapes: set[str] = field(default_factory=set)  # a TP index taken as the rank
     rank_of_pid: dict[tuple[str | None, int], int] = field(default_factory=dict)  # a line binds them
+    rank_of_local: dict[tuple[str | None, int], int] = field(default_factory=dict)  # its lines name it
 
     def read(self, line: str) -> Reading:
         """The rank, local rank and host the tag of ``line`` gives."""
@@ -199,6 +75,10 @@ class TagModel:
             rank = self.rank_of_process.get(head.process)
         local = next((t.value for t in head.tokens if self._is(t, self.local_shapes, LOCAL_WORDS)), None)
         note = None
+        if rank is None and local is not None:
+            rank = self.rank_of_local.get((head.host and head.host.lower(), local))
+            if rank is not None:
+                note = f"the other lines of local rank {local} name rank {rank} as their speaker"
         if rank is not None and any(t.shape in self.parallel_shapes for t in head.tokens):
             note = f"its tensor-parallel index TP{rank}, taken as the rank"
             note += ": the log shows no other parallel group"
@@ -207,7 +87,7 @@ class TagModel:
     def rank_in(self, head: Head) -> int | None:
         """The global rank of a head's tags; a tag that says `rank` beats one that says `worker`."""
         tags = [t for t in head.tokens if self._is(t, self.global_shapes, GLOBAL_WORDS)]
-        return min(tags, key=lambda t: _WORD_ORDER.get(t.word or "", 9)).value if tags else None
+        return min(tags, key=lambda t: WORD_ORDER.get(t.word or "", 9)).value if tags else None
 
     def _is(self, t: Token, shapes: set[str], words: frozenset[str]) -> bool:
         # A tag whose word says what it is needs no learning (a line past the sample has it too).
@@ -217,6 +97,13 @@ class TagModel:
         """Whether ``value`` on ``line`` is a tag that counts nodes (srun's task of a per-node
         launcher, "1: [default3]:"), not processes."""
         return any(t.shape in self.coarse_shapes and t.value == value for t in read_head(line).tokens)
+
+    @property
+    def names_one_process(self) -> bool:
+        """Whether the tags name no process but one (no rank tag, local index 0 at most, and no
+        process whose lines name a rank other than 0)."""
+        ranks = set(self.rank_of_process.values())
+        return not self.global_shapes and ranks <= {0} and self.local_values <= {0}
 
     @property
     def tagged(self) -> bool:
@@ -229,6 +116,8 @@ def learn(lines: Iterable[str]) -> TagModel:
     hosts: dict[tuple[str, int], set[str]] = defaultdict(set)
     words: dict[str, str | None] = {}
     nccl: set[str] = set()
+    leads: set[str] = set()  # shapes seen with no tag that says "rank" or "local" before them
+    order: dict[str, list[int]] = defaultdict(list)  # each shape's values, line after line
     heads = []
     seen_lines: set[str] = set()
     for line in lines:
@@ -239,9 +128,12 @@ def learn(lines: Iterable[str]) -> TagModel:
         seen_lines.add(line)
         head = read_head(line)
         heads.append((line, head))
-        for t in head.tokens:
+        for i, t in enumerate(head.tokens):
             values[t.shape][t.value] += 1
+            order[t.shape].append(t.value)
             words[t.shape] = t.word
+            if not any(_says_process(b) for b in head.tokens[:i]):
+                leads.add(t.shape)
             if t.qualified:
                 nccl.add(t.shape)
             if head.host:
@@ -249,12 +141,23 @@ def learn(lines: Iterable[str]) -> TagModel:
     model = TagModel()
     for shape, counts in values.items():
         word = words[shape]
-        if word in GLOBAL_WORDS or (word and word.startswith("global")):
+        if word in GLOBAL_WORDS or (word and word.startswith(("global", "world"))):
             model.global_shapes.add(shape)
         elif word in LOCAL_WORDS or (word and "local" in word):
             model.local_shapes.add(shape)
-        elif word is None and _bare_tag(counts):
-            per_node = shape in nccl or any(len(hosts[(shape, v)]) > 1 for v in counts)
+        elif shape.startswith("[#/") and not _alternates(order[shape]):
+            continue  # "[3/10]" counting epochs or steps: one value after another, never back
+        elif word is None and shape in leads and _bare_tag(counts):
+            # A bare number only ever after a tag that names its process is the message's
+            # ("[default0]:1: [allreduce.691943]", a list's entry), not a tag of its own.
+            on_several = any(len(hosts[(shape, v)]) > 1 for v in counts)
+            if shape.startswith("@"):
+                # After a host's name: a rank the host runs when the hosts split the values
+                # (node1: 0-7, node2: 8-15), an index within the host when one value shows on
+                # several hosts or a single host shows them all (0-7 of one node is either).
+                per_node = on_several or len(set().union(*(hosts[(shape, v)] for v in counts))) < 2
+            else:
+                per_node = shape in nccl or on_several
             (model.local_shapes if per_node else model.global_shapes).add(shape)
     model.parallel_shapes = _tp_as_rank(heads)
     model.global_shapes |= model.parallel_shapes
@@ -262,19 +165,53 @@ def learn(lines: Iterable[str]) -> TagModel:
     model.global_shapes -= model.coarse_shapes
     model.local_values = {v for shape in model.local_shapes for v in values[shape]}
     named: dict[str, set[int]] = defaultdict(set)
+    by_local: dict[tuple[str | None, int], set[int]] = defaultdict(set)
     for line, head in heads:
         rank = model.rank_in(head)
         if rank is not None and head.host:
             model.host_of.setdefault(rank, head.host)
         if head.process is not None and (said := rank if rank is not None else unwrap(line).rank) is not None:
             named[head.process].add(said)
+        local = next((t.value for t in head.tokens if t.shape in model.local_shapes), None)
+        if rank is None and local is not None and (said := unwrap(line).rank) is not None:
+            by_local[(head.host and head.host.lower(), local)].add(said)
         if binds_pid(line):  # "process rank 0 with PID 19474 on node n7"
             facts = unwrap(line)
             if facts.rank is not None and facts.pid is not None:
                 model.rank_of_pid.setdefault((facts.host, facts.pid), facts.rank)
     # A process whose lines name one rank (Ray's "(Worker pid=7) ... rank=3") is that rank.
     model.rank_of_process = {p: next(iter(r)) for p, r in named.items() if len(r) == 1}
+    model.rank_of_local = _node_block(by_local)
     return model
+
+
+def _node_block(named: dict[tuple[str | None, int], set[int]]) -> dict[tuple[str | None, int], int]:
+    # The lines of a local index that name one rank as their speaker ("[default1]:... [PG 0 Rank
+    # 9] ...") name its process's rank, when every local index of the node names one rank and all
+    # of them lie one node's offset away (rank - local the same: local 1 is rank 9, local 2 rank 10).
+    # With no host to tell nodes apart, two local indexes must agree on it: one alone could be
+    # another node's index of the same number.
+    out: dict[tuple[str | None, int], int] = {}
+    for host in {h for h, _ in named}:
+        mine = {local: ranks for (h, local), ranks in named.items() if h == host}
+        if any(len(r) != 1 for r in mine.values()):
+            continue
+        offsets = {next(iter(r)) - local for local, r in mine.items()}
+        if len(offsets) == 1 and offsets.pop() >= 0 and (host is not None or len(mine) >= 2):
+            out |= {(host, local): next(iter(r)) for local, r in mine.items()}
+    return out
+
+
+def _alternates(values: list[int]) -> bool:
+    # Two values that take turns, line after line (3, 5, 3, 5): processes printing side by side.
+    # A counter's values follow one another: pieces of the log read out of order (7 8, 6 7, 5 6)
+    # bring one back, but never in turns.
+    runs = [v for i, v in enumerate(values) if i == 0 or values[i - 1] != v]
+    return any(runs[i] == runs[i + 2] and runs[i + 1] == runs[i + 3] for i in range(len(runs) - 3))
+
+
+def _says_process(t: Token) -> bool:
+    return t.word in GLOBAL_WORDS or t.word in LOCAL_WORDS
 
 
 def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
@@ -290,12 +227,16 @@ def _coarser(heads: list[tuple[str, Head]], model: TagModel) -> set[str]:
         for i, a in enumerate(mine):
             if a.shape not in model.global_shapes:
                 continue
-            if _WORD_ORDER.get(a.word or "", 9) > 0 and any(
-                b.shape in model.local_shapes for b in mine[i + 1 :]
+            # An index qualified by a name after the tag ("[3] host:pid:tid [0]") is within
+            # that name (NCCL's device of the host), not within the tag before it.
+            if WORD_ORDER.get(a.word or "", 9) > 0 and any(
+                b.shape in model.local_shapes and not b.shape.startswith("…") for b in mine[i + 1 :]
             ):
                 outer.add(a.shape)
             for b in mine:
-                if b.shape != a.shape:
+                # A bare number after a tag that says `rank` is the message's (a list's entry:
+                # "[rank0]: 1: [allreduce.691943]"), not a process the rank tag counts.
+                if b.shape != a.shape and not (WORD_ORDER.get(a.word or "", 9) == 0 and b.word is None):
                     seen[(a.shape, a.value, b.shape)].add(b.value)
     return outer | {shape for (shape, _, _), values in seen.items() if len(values) > 1}
 

@@ -4,8 +4,9 @@ A line says which process it is in many words: `rank 3`, `Rank 3`, `[Rank 3]`, `
 `global rank 3`, `world_rank=3`, `task 3`, `task:3`, `worker 3`, `process_index=3`, or a
 bracketed index as its subject (`[3] is setting up NCCL communicator`). A bare `process N` is
 left out (it is a pid as often: "Process 20398 has 14.5 GiB memory in use", "Sending process 29
-closing signal"), as are `worker-1` and `Task-8` (host and asyncio task names) and a task of a
-device path (`/task:0/device:GPU:0`, where an op was placed). Two guards keep a mention from
+closing signal"), as are `worker-1` and `Task-8` (host and asyncio task names), a task of a
+device path (`/task:0/device:GPU:0`, where an op was placed) and a task id (`taskID[38]` of a
+device stream, `task_id=3` of a Slurm array). Two guards keep a mention from
 being taken for the speaker:
 
 - a local rank (`local rank 0`, `local_rank=0`, `LOCAL_RANK`) is a per-node index, never a rank;
@@ -90,6 +91,8 @@ def speaker_rank(message: str) -> int | None:
             continue
         if m.group("word").lower() != "rank" and other_kind(message, m.start()):
             continue
+        if m.group("word").lower() == "task" and "id" in m.group(0)[4:].lower():
+            continue  # a task id (a Slurm array's, a device stream's "taskID[38]") counts no process
         return int(m.group("n"))
     return None
 

@@ -90,7 +90,10 @@ def _read_table_row(
     )
 
 
-_COMM = re.compile(r"NCCL INFO (?:comm 0x[0-9a-f]+ )?rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)")
+# "comm 0x... rank 1 nranks 2", and NCCL 2.2x's "ncclCommInitRankConfig comm 0x... rank 1 nranks 2".
+_COMM = re.compile(
+    r"NCCL INFO (?:ncclCommInitRank\w* )?(?:comm 0x[0-9a-f]+ )?rank (?P<rank>\d+) n[Rr]anks (?P<nranks>\d+)"
+)
 
 
 def _read_comm(

@@ -39,6 +39,19 @@ def verdict_of(message: str, rank: int | None) -> int | None:
     return rank
 
 
+# A launcher's report that a child it started exited non-zero, on a line that names the child by
+# its local index (DeepSpeed's "[... '--local_rank=3', ...] exits with return code = 1",
+# torchrun's "failed (exitcode: 1) local_rank: 3"): a verdict on that local rank.
+_CHILD_EXIT = re.compile(
+    r"\bexit(?:s|ed)? with (?:return |exit )?code\s*[=:]?\s*(?!0\b)-?\d+|\(exitcode: (?!0\))-?\d+\)"
+)
+
+
+def child_exited(message: str) -> bool:
+    """Whether ``message`` reports a child process exiting with a non-zero code."""
+    return "xit" in message and _CHILD_EXIT.search(message) is not None
+
+
 Verdict = tuple[int, int, str | None, int | None]  # line, rank (or SEVERAL), host, pid
 
 
