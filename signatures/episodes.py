@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from signatures.candidate import Candidate
 from signatures.hits import Hit
+from signatures.levels import FAILING
+from signatures.levels import learn as learn_levels
 from signatures.lines import unwrap
-from signatures.shapes import NCCL_UNWIND
+from signatures.ncclwarn import NCCL_UNWIND
 from signatures.tracebacks import FRAME, HEADER, exception_name
 
 LEAD_GAP = 6  # lines a statement may sit above the traceback it leads into
@@ -119,14 +121,18 @@ NATIVE_STACK = re.compile(
 
 def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
     """The process printed ordinary output (no failure, no warning) after ``c``: it carried on.
+    A record at a failing level (read where the log writes its level, levels.py) is no ordinary output.
 
     A record whose next line introduces a list ("Stalled ranks:" under Horovod's stall warning)
     is a report of several lines: what it lists is its detail, no ordinary output."""
     ordinary = 0
+    levels = learn_levels((*c.hit.before, c.hit.text, *c.hit.after))
     for k, text in enumerate(c.hit.after, 1):
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
+        if levels.level(text) in FAILING:
+            return False  # the process goes on stating failures (in a level the scan has no word for)
         if ordinary == 0 and facts.rank == c.hit.rank and introduces(facts.message):
             return False
         message = facts.message

@@ -35,7 +35,9 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
-        r"^\[(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
+        # (a source file and line, "[hccl_runner.cpp:132]", is a logger's head, not a host)
+        r"^\[(?![\w.-]*\.(?:cpp|cc|cu|c|h|hpp|py|go|rs|java)\b)"
+        r"(?P<host>[A-Za-z][\w.-]*):(?P<local>\d{1,3})\]:? ?",
         r"^[\w-]+/\d+ \[(?P<local>\d+)\]: ?",  # TorchX: {role}/{replica} [{local_rank}]:
         # Lightning [rank: 1], accelerate [RANK 1], and loggers' (rank 1) / <rank=1> alike
         # (NCCL's own "[Rank 0] Watchdog ..." stays in the message: signatures are written on it)
@@ -60,7 +62,13 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # C's ctime(), Open MPI's --timestamp-output, often glued to the tag after it:
         # "Mon Sep  4 14:28:29 2023[1,0]<stderr>:"
         r"^(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]?\d \d\d:\d\d:\d\d \d{4}) ?(?=\S)",
-        r"^\[(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",  # espnet style [host] date
+        # espnet style [host] date; a level word in brackets before the date is the level (Ascend's
+        # "[ERROR] 2025-10-11-15:09:34 (PID:2969, ...)"), never a host
+        r"^\[(?!(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)\])(?P<host>[\w.-]+)\] (?=\d{4}-\d\d-\d\d)",
+        # a component's name and the level before the date: Paddle's "LAUNCH ERROR 2022-10-25 ..."
+        r"^[A-Z][A-Z0-9_]{1,30} (?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL) (?=\d{4}-\d\d-\d\d)",
+        # a level in lower case, bracketed, at the head: "[error] [36815] [hccl_runner.cpp:132] ..."
+        r"^\[(?P<level>error|warning|warn|info|debug|critical|fatal)\] ",
         r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
@@ -195,7 +203,7 @@ def unwrap(line: str) -> LineFacts:
     time = _iso(found["ts"]) if "ts" in found else _glog_time(found["glogts"]) if "glogts" in found else None
     if time is None and "ctime" in found:
         time = _ctime(found["ctime"])
-    level = found["level"][0] if "level" in found else None
+    level = found["level"][0].upper() if "level" in found else None
     if level is None and (m := _LEVEL_ONLY.match(text)):
         level = (m.group("word") or m.group("letter"))[0]
     return LineFacts(text, rank, host, time, level, local, pid, tagged)

@@ -34,15 +34,31 @@ def tag_above(hit: Hit, tags: TagModel | None) -> int | None:
 def header_rank(hit: Hit) -> int | None:
     # A traceback logged as one record (ParlAI's "rank:  3 | <time> CRITICAL | Traceback ...")
     # is the process's that the record's head names: its frames and exception line are untagged.
+    # Logged as a record of its own just above the title ("<time> - ERROR - Rank[2] failed.", then
+    # "Traceback ..."), the record that introduces the traceback names it the same way.
     if hit.facts.tagged or not hit.view.in_traceback:
         return None
-    for text in reversed(hit.before):
+    for k, text in enumerate(reversed(hit.before), 1):
         at = text.find(TRACEBACK_TITLE)
         if at > 0:
             return unwrap(text[:at]).rank
-        if at == 0 or not text.strip() or not _inside_block(text):
+        if at == 0:
+            opener = next((t for t in reversed(hit.before[:-k]) if t.strip()), "")
+            return _failing_record_rank(opener)
+        if not text.strip() or not _inside_block(text):
             return None
     return None
+
+
+_FAILING_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")
+
+
+def _failing_record_rank(text: str) -> int | None:
+    # The record that opens a traceback states the failure at an error level; a record of another
+    # kind above a plain title ("rank:  5 | checkpoint saved") is another record, not its opener.
+    facts = unwrap(text)
+    failing = facts.level in ("E", "F", "C") or _FAILING_LEVEL.search(text[:120])  # in the record's head
+    return facts.rank if text and failing and not _inside_block(text) else None
 
 
 def _inside_block(text: str) -> bool:

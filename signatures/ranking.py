@@ -17,11 +17,13 @@ under `Failures:` above its `Root Cause (first observed failure)` (also in a pas
 inside that list), the root-cause entry of another agent's table whose `time` is later (several
 nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
-a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it);
-and episodes.py and reports.py pick which line of a several-line failure states it (a signal
+a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it); a
+scheduler's stop (time limit, cancellation) after a failure a process stated (stops.py);
+and episodes.py, bursts.py and reports.py pick which line of a several-line failure states it (a signal
 box's field that names the signal, a logged traceback's exception line). Frame rules name an
 exception by the frames where it was raised, up to the nearest installed package's. Every rule
-here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py).
+here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py;
+bursts, levels, stops after a stated failure: test_bursts.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import functools
 import re
 from collections.abc import Iterable
 
+from signatures.bursts import announces_only, move_announcements_to_detail, move_to_restatements
 from signatures.candidate import (
     TIER_BENIGN,
     TIER_DEATH,
@@ -59,6 +62,7 @@ from signatures.failtable import demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
+from signatures.ncclwarn import nccl_fell_back
 from signatures.nonfinite import demote_recovered_metrics
 from signatures.pendinglists import name_diverged_lists
 from signatures.progress import Progress
@@ -71,9 +75,9 @@ from signatures.reports import (
     yield_carriers,
     yield_report_banners,
 )
-from signatures.shapes import ShapeKind, nccl_fell_back
+from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
-from signatures.stops import demote_step_beside_job, demote_teardown
+from signatures.stops import demote_step_beside_job, demote_teardown, yield_stops_to_stated_failures
 from signatures.tracebacks import exception_name, recovered
 
 _ROLE_TIER = {
@@ -142,6 +146,7 @@ def candidates(
     restore_quoted_causes(out)
     quiet_traceback_records(out)
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
+    out = move_announcements_to_detail(move_to_restatements(out))
     _promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
@@ -151,6 +156,7 @@ def candidates(
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
     demote_step_beside_job(out)
+    yield_stops_to_stated_failures(out, time_order)
     name_diverged_lists(out, library)
     return out
 
@@ -175,7 +181,8 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
     # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
     # in, first. When no signature knows that exception, the statement leads: it is earlier;
     # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
-    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError).
+    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError). A statement
+    # that only announces ("Rank[2] failed.": a few words, no cause) gives way to any exception.
     generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
     raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     for c in cands:
@@ -185,7 +192,10 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
         if header is None:
             continue
         ending = first_after(raised, c.hit.file_index, header)
-        if ending is None or ending.signature is None:
+        unknown_end = ending is not None and ending.signature is None and ending.tier < TIER_BENIGN
+        if ending is not None and unknown_end and announces_only(c):
+            c.tier, c.yields = max(c.tier, ending.tier), True  # "Rank[2] failed.": the traceback says what
+        elif ending is None or ending.signature is None:
             c.tier = TIER_INITIATING
         elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
             c.tier, c.yields = max(c.tier, ending.tier), True

@@ -7,10 +7,11 @@
 - An exception that carries another, named in parentheses (Ray's `RayTaskError(RuntimeError): ...`
   on the caller), is stated by the carried exception's own line when the log prints it below
   (with the traceback it was raised in); alone, the carrier states it.
-- An exception followed by its framework's coded error records (Ascend CANN's `EJ0001: <time>
-  Failed to initialize ...`, `EE9999: Inner Error!` then `EE9999: [PID: N] <time> get error: ...`)
-  is stated by the first coded record that says something (not the bare "Inner Error!" head): the
-  same convention as a cause on a detail line under a wrapper.
+- An exception, or an error record no signature knows (`[ERROR] <time> (PID:N, ...) ERR00100 PTA
+  call acl api failed.`), followed by its framework's coded error records (Ascend CANN's `EJ0001:
+  <time> Failed to initialize ...`, `EE9999: Inner Error!` then `EE9999: [PID: N] <time> get error:
+  ...`) is stated by the first coded record that says something (not the bare "Inner Error!"
+  head): the same convention as a cause on a detail line under a wrapper.
 - A traceback logged one record per line (vLLM's workers log each line at ERROR level) is stated
   by its exception line: a record whose message is a frame, or the source line or carets under
   a frame, is part of that traceback and states nothing by itself.
@@ -71,10 +72,13 @@ _CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")  # "EJ0001: 2024-05-
 
 
 def move_to_coded_detail(cands: list[Candidate]) -> None:
-    """An exception line whose coded error records follow it is stated by the first of them
-    that says more than a heading ("EE9999: Inner Error!")."""
+    """An exception line (or an unknown error record) whose coded error records follow it is
+    stated by the first of them that says more than a heading ("EE9999: Inner Error!")."""
     for c in cands:
-        if c.line != c.hit.line or exception_name(c.hit.facts.message) is None:
+        if c.line != c.hit.line:
+            continue
+        record = c.signature is None and "logged-error" in c.shapes
+        if exception_name(c.hit.facts.message) is None and not record:
             continue
         for k, text in enumerate(c.hit.after[:CODE_REACH], 1):
             m = _CODED.match(unwrap(text).message)

@@ -22,9 +22,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import cache
 
 from signatures.lines import LineFacts
+from signatures.ncclwarn import nccl_warning_failed
 
 
 class ShapeKind(StrEnum):
@@ -67,6 +67,13 @@ _GLOG_HEADS = (
     b"E tensorflow",
     b"E external",
 )
+# A level named in lower case: logfmt's level=error, JSON's "level": "error", a bracketed [error] head
+_NAMED_LEVELS = (
+    *(f"level={w}".encode() for w in ("error", "fatal", "critical")),
+    *(f'"level": "{w}"'.encode() for w in ("error", "fatal", "critical")),
+    *(f'"level":"{w}"'.encode() for w in ("error", "fatal", "critical")),
+    *(f"[{w}] ".encode() for w in ("error", "fatal", "critical")),
+)
 # "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |"),
 # never "nan_count" or "info".
 _NON_FINITE = (
@@ -98,16 +105,20 @@ SHAPES: tuple[Shape, ...] = (
         "logged-error",
         ShapeKind.ERROR,
         "a log record at ERROR level or above",
-        (b"ERROR", b"CRITICAL", b"FATAL", *_GLOG_HEADS),
+        (b"ERROR", b"CRITICAL", b"FATAL", *_GLOG_HEADS, *_NAMED_LEVELS),
         # The level comes from the record's head (glog, logging, vLLM ...) or leads the message:
         re.compile(
             rf"^[^\w\n]{{0,4}}{_LEVEL}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
             rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
             rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
+            # logfmt's level=error, JSON's "level": "error" (not an option's --level=error)
+            r"""|(?:^|[ \t{,])["']?level["']?[ \t]*[:=][ \t]*["']?(?:error|fatal|critical)\b"""
         ),
         pattern=(
             r"ERROR|CRITICAL|FATAL|[EF][0-9]{3,4} [0-9]{2}:[0-9]{2}:|\[[EF] [^\]\n]*:[0-9]+\]"
             r"|(?:^|: |`)[EF] [\w./-]+:[0-9]+\]"
+            r'|level=(?:error|fatal|critical)\b|"level": ?"(?:error|fatal|critical)"'
+            r"|\[(?:error|fatal|critical)\] "
         ),
     ),
     Shape(
@@ -314,54 +325,10 @@ SHAPES: tuple[Shape, ...] = (
 )
 
 
-# NCCL prints a failed call's return code as it unwinds: "NCCL INFO transport/net.cc:1008 -> 6".
-NCCL_UNWIND = re.compile(r"NCCL INFO [\w./-]+:\d+ -> \d+")
-_NCCL_PROCESS = re.compile(r"([A-Za-z0-9][\w.-]*:\d+):\d+ \[\d+\] ")
-
-
-@cache
-def _nccl_failure_words() -> re.Pattern[str]:
-    # Compiled on first use, not at import: only an NCCL WARN line with no return code needs it.
-    return re.compile(
-        r"\b(?:fail\w*|error\w*|abort\w*|timed? ?out|timeout|refused|closed|unable|cannot|invalid|mismatch\w*"
-        r"|[Dd]uplicate|unhandled|not (?:found|supported|initialized)|no \w+ (?:found|available))\b",
-        re.IGNORECASE,
-    )
-
-
 # Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
 PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
 # A line that says in itself that the error was worked around.
 _SELF_RECOVERY = re.compile(r"\binstead\.?[ \t]*$|\b(?:falling back|will retry|retrying)\b", re.IGNORECASE)
-
-
-def nccl_warning_failed(raw: str, message: str, after: Sequence[str]) -> bool:
-    """An NCCL WARN line reports a failed call: its return code unwinds below it, or it says so.
-
-    The next line of the same process decides: `file.cc:N -> code` is the failure unwinding, any
-    other INFO line means NCCL carried on (a fallback it announced as a warning).
-    """
-    own = _NCCL_PROCESS.search(raw)
-    for line in after[:3]:
-        if own is None or own.group(1) + ":" in line:
-            if NCCL_UNWIND.search(line):
-                return True
-            if "NCCL INFO" in line:
-                return False
-    return _nccl_failure_words().search(message.split("NCCL WARN ", 1)[-1]) is not None
-
-
-def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:
-    """After an NCCL WARN, the same process went on with ordinary INFO lines (warnings in between
-    allowed) and no return code unwound: NCCL worked around what it warned about."""
-    own = _NCCL_PROCESS.search(raw)
-    if own is None or "NCCL WARN " not in raw:
-        return False
-    for line in after:
-        if own.group(1) + ":" not in line or "NCCL WARN " in line:
-            continue
-        return "NCCL INFO" in line and not NCCL_UNWIND.search(line)
-    return False
 
 
 # A signal and the exit it causes together (a bare "Received SIGTERM: 15" is one when not quiet)

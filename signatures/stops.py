@@ -1,13 +1,14 @@
 """Ends that are no failure of their own: tear-down after a requested stop, a Slurm step's line
-beside its job's. Both only lower candidates (ranking.py applies them last). And whom a line of
-Slurm's step daemon concerns (attribution.py)."""
+beside its job's, a scheduler's stop of a job that a stated failure had already hung. All only
+lower candidates (ranking.py applies them last). And whom a line of Slurm's step daemon concerns
+(attribution.py)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_DEATH, TIER_DOWNSTREAM, TIER_UNKNOWN, Candidate
 
 TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
 
@@ -40,6 +41,32 @@ def demote_step_beside_job(cands: list[Candidate]) -> None:
         m = _SLURM_CANCEL.search(c.text)
         if m is not None and m.group("what") == "STEP" and (m.group("job"), m.group("at")) in jobs:
             c.tier = max(c.tier, TIER_DOWNSTREAM)
+
+
+# A verdict that stops a job for running too long or on request: it says when the job was
+# stopped, never why it stopped making progress.
+_STOP_VERDICT = re.compile(
+    r"CANCELLED AT \S+(?: DUE TO TIME LIMIT)? \*\*\*|\b(?:DeadlineExceeded|BackoffLimitExceeded)\b"
+)
+
+
+def yield_stops_to_stated_failures(
+    cands: list[Candidate], time_order: Callable[[Candidate, Candidate], int]
+) -> None:
+    """A scheduler's stop (time limit, cancellation) gives way to a failure a process stated
+    before it and did not carry on from: that failure is why the job hung until it was stopped.
+    ``time_order`` is ranking.py's (-1 when the first was printed before the second)."""
+    stated = [
+        c
+        for c in cands
+        if c.tier <= TIER_UNKNOWN and not c.yields and not c.death and "scheduler-verdict" not in c.shapes
+    ]
+    for v in cands:
+        if "scheduler-verdict" not in v.shapes or v.tier >= TIER_DEATH or not _STOP_VERDICT.search(v.text):
+            continue
+        before = [c.tier for c in stated if time_order(c, v) < 0]
+        if before:
+            v.tier, v.yields = max(v.tier, min(before)), True
 
 
 _STEP_DAEMON = re.compile(r"(?:^|[\s:])slurmstepd(?:-[\w.-]+)?: ")  # after any label
