@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
+from signatures.levels import learn as learn_levels
 from signatures.library import Kind, Matcher
 from signatures.lines import unwrap
 from signatures.progress import is_progress
@@ -33,7 +34,7 @@ CONTEXT = 12  # lines before and after a line that go with it, as for a scan hit
 
 # Words that state a failure of something.
 _FAILED = re.compile(
-    r"\b(?:fail(?:ed|s|ure|ing)?|errors?|cannot|can't|could\s+not|couldn't|unable\s+to"
+    r"\b(?:fail(?:ed|s|ure|ing)?|cannot|can't|could\s+not|couldn't|unable\s+to"
     r"|timed?[\s-]?out|times\s+out|lost|died|dead|crash(?:ed|es)?|abort(?:ed|ing)?"
     r"|terminat(?:ed|ing)|refused|denied|unreachable|exceeded|killed|panic|fatal"
     r"|not\s+(?:found|known|responding|reachable)|no\s+such|corrupt(?:ed)?|unexpectedly"
@@ -151,19 +152,21 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         return []  # the run's last progress line reached its total: it finished
     after_progress = progress[0] if progress is not None else 0
     texts = [t for _, t in scan.last_lines]
+    levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []
     warning = False  # the line is a warning record's or one of its headless detail lines
     for i, (number, text) in enumerate(scan.last_lines):
         facts = unwrap(text)
+        level = levels.level(text)
         message = facts.message.strip()
-        heads = facts.time is not None or facts.level is not None or _RECORD_HEAD.search(text[:HEAD])
+        heads = facts.time is not None or level is not None or _RECORD_HEAD.search(text[:HEAD])
         if heads or not message:
-            warning = facts.level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
+            warning = level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
         if number < after_progress:  # (a line read as progress may say it failed: "epoch 2 timed out")
             continue
         if (
-            facts.level in _QUIET
+            level in _QUIET
             or _QUIET_WORD.search(text[:HEAD])
             or not message
             or FRAME.match(message)
