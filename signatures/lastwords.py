@@ -98,21 +98,22 @@ _MATCHER = Matcher(
 )
 
 
-def _carried_on(texts: Sequence[str], i: int) -> bool:
-    # Ordinary output after the line (any process's, info records included; not a record's
-    # indented detail, a traceback, advice or another failure statement): the text went on.
+def _ordinary_after(texts: Sequence[str]) -> list[int]:
+    # For each line, how many ordinary lines follow it (any process's, info records included; not
+    # a record's indented detail, a traceback, advice, another failure statement, a report's rule
+    # or list item, or what introduces a list): past SURVIVED_AFTER of them, the text went on.
+    counts = [0] * len(texts)
     ordinary = 0
-    for text in texts[i + 1 :]:
-        message = unwrap(text).message
+    for i in range(len(texts) - 1, -1, -1):
+        counts[i] = ordinary
+        message = unwrap(texts[i]).message
         bare = message.strip()
         if not bare or message[:1].isspace() or FRAME.match(bare) or TRACEBACK_TITLE in bare:
             continue
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
-            continue  # advice, a failure, a report's rule or list item, or what introduces a list
+            continue
         ordinary += 1
-        if ordinary >= SURVIVED_AFTER:
-            return True
-    return False
+    return counts
 
 
 def states_failure(message: str) -> bool:
@@ -153,6 +154,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     after_progress = progress[0] if progress is not None else 0
     texts = [t for _, t in scan.last_lines]
     levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
+    went_on = _ordinary_after(texts)
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []
     warning = False  # the line is a warning record's or one of its headless detail lines
@@ -175,7 +177,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         ):
             continue
         shape = _DIGITS.sub("#", message)
-        if shape in survived or _carried_on(texts, i):
+        if shape in survived or went_on[i] >= SURVIVED_AFTER:
             survived.add(shape)  # an echo of a line the text carried on from is carried on from
             continue
         before = texts[max(0, i - CONTEXT) : i]
