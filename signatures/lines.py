@@ -92,7 +92,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # syslog / journald: "Jan 12 10:00:00 node7 kernel: "
         r"^[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d (?P<host>[\w.-]+) [\w./-]+(?:\[\d+\])?: ",
         r"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\] ",  # dmesg -T
-        r"^(?P<host>[a-z][a-z0-9-]*[0-9][a-z0-9-]*): ",  # pdsh / clush: "node003: "
+        # pdsh / clush: "node003: ", and DeepSpeed's pdsh runner with a hostfile of "localhost" or
+        # addresses: "localhost: ", "192.168.205.202: " (a word with no digit is too often a label;
+        # "localhost" names no host: NCCL's own prefix after it does)
+        r"^(?:(?P<host>[a-z][a-z0-9-]*[0-9][a-z0-9-]*|\d{1,3}(?:\.\d{1,3}){3})|localhost): ",
         r"^\[\d+/\d+\](?:_\d+)? ",  # dynamo frame id [0/8]
         r"^\[__\w+\] ",  # TORCH_LOGS artifact tag
         r"^\[ *\d+\.\d+\] ",  # dmesg

@@ -292,3 +292,15 @@ def test_a_bar_refreshed_many_times_shows_its_last_refresh_and_what_was_printed_
     assert unwrap(plain).message == bar.format(n=2)
     # a carriage return in a line that is no progress bar is left alone
     assert unwrap("loading\rdone ok").message == "loading\rdone ok"
+
+
+def test_unwrap_reads_deepspeeds_pdsh_prefix_of_an_address_or_localhost() -> None:
+    # DeepSpeed's multi-node runner prefixes each line with the hostfile's name for the node.
+    nccl = unwrap("localhost: [2026-03-31 15:32:44] gpu-a:2394670:2396491 [1] include/alloc.h:228 NCCL WARN x")
+    assert (nccl.host, nccl.pid, nccl.message) == ("gpu-a", 2394670, "include/alloc.h:228 NCCL WARN x")
+    assert unwrap("10.0.3.17: RuntimeError: x").host == "10.0.3.17"
+    assert unwrap("localhost: RuntimeError: x").host is None  # names no host of its own
+    # a bare word with no digit is not a host ("note: ...", "error: ..."), nor a colon alone
+    assert unwrap("error: RuntimeError: x").message == "error: RuntimeError: x"
+    assert unwrap(": x").message == ": x"
+    assert unwrap("1.2.3: x").message == "1.2.3: x"
