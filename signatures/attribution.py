@@ -22,7 +22,9 @@ In order, the first that answers wins (a rank in the content always beats the fi
 6. the lines around it, when they all carry one and the same rank;
 7. the launcher's `Root Cause (first observed failure)` row, for an untagged line in its text;
 8. for an untagged traceback or continuation line, the nearest tagged line above in its block;
-9. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
+9. in a log of one process (no rank tag, one NCCL pid at most, no local index but 0, no line
+   naming another rank), the rank its settings state (`self.dist_rank: 1`, `global_rank=3`);
+10. the file's name (`rank3.log`, `rank-03.out`; never `job_r2.log`).
 
 The host comes from the line, else from whatever names the host of that rank or process, else
 from the log when every line read that names a host names the same one.
@@ -65,6 +67,7 @@ class Roster:
     single_node: bool = False
     one_process: bool = False  # the log names no process but one (see _one_process)
     world_of_one: bool = False  # the job says it has one rank, and no line names another
+    declared: int | None = None  # the rank the one process of the log states in its settings
     hosts: set[str] = field(default_factory=set)  # every host a line read names
     tags: dict[int, TagModel] = field(default_factory=dict)  # file -> the process tags it uses
     assert_reports: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # file -> (line, rank)
@@ -138,6 +141,7 @@ def roster(scans: Sequence[TextScan], environment: dict[str, str]) -> Roster:
             if hit.rank is not None and (hit.facts.pid is not None or hit.host):
                 r.learn(Sighting(hit.file_index, hit.line, rank=hit.rank, host=hit.host, pid=hit.facts.pid))
     r.single_node = r.single_node or _fits_one_node(scans, environment, r.tags.values())
+    r.declared = _declared_rank(scans, environment, r)
     for scan in scans:  # a launcher's verdict on a child it names by local index, on one node
         for hit in scan.hits:
             if hit.rank is not None or hit.local_rank is None or not child_exited(hit.facts.message):
@@ -165,6 +169,22 @@ def _sample(scan: TextScan) -> Iterator[str]:
         yield from hit.after
     for _, text in scan.progress:
         yield text
+
+
+def _declared_rank(scans: Sequence[TextScan], environment: dict[str, str], r: Roster) -> int | None:
+    # A process's own settings naming its rank ("self.dist_rank: 1") say whose output an untagged
+    # line is only when the log is that one process's: no rank tag, at most one NCCL pid, no
+    # local index but 0, and no line naming another rank (a file's name may: the content wins).
+    value = environment.get("declared_rank", "")
+    if not value.isdigit():
+        return None
+    rank = int(value)
+    if any(t.global_shapes or not t.local_values <= {0} for t in r.tags.values()):
+        return None
+    pids = {h.facts.pid for s in scans for h in s.hits if h.facts.pid is not None}
+    locals_ = {h.local_rank for s in scans for h in s.hits if h.local_rank is not None}
+    named = {h.rank for s in scans for h in s.hits} | {x.rank for s in scans for x in s.sightings}
+    return rank if len(pids) <= 1 and locals_ <= {0} and named <= {None, rank} else None
 
 
 def _ranks_named(scans: Sequence[TextScan]) -> set[int]:
@@ -260,6 +280,8 @@ def _rank(hit: Hit, line: int, r: Roster, reading: Reading) -> tuple[int | None,
         return rank, "the record that opens its traceback names that rank in its head"
     if reading == Reading() and (rank := next_record_rank(hit.text, hit.before, hit.after)) is not None:
         return rank, "a guess: the next record of the same logger, at the same moment, names that rank"
+    if r.declared is not None and hit.rank is None:
+        return r.declared, "the log is one process's, and its settings name its rank"
     name = r.name_rank.get(hit.file_index)
     if name is not None:
         return name, "the file's name"

@@ -59,11 +59,18 @@ FACTS: tuple[FactPattern, ...] = (
         scan=r"(?:torchrun|torch\.distributed\.(?:run|launch))[^\n]*--nproc[_-]per[_-]node",
         value="1",
     ),
+    # A process stating its own rank in its settings ("self.dist_rank: 1", "global_rank=3",
+    # "RANK: 2"): attribution.py trusts it only in a log of that one process.
+    _fact(
+        "declared_rank",
+        r"(?<![\w-])(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)(?P<v>[0-9]+)\b",
+        scan=r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]",
+    ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
     _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),
     _fact("xid", r"\bNVRM: Xid \((?P<v>[^)\n]+)\)"),
 )
-EVIDENCE_ONLY = frozenset({"last_reason", "step", "xid"})  # step: read from progress lines
+EVIDENCE_ONLY = frozenset({"declared_rank", "last_reason", "step", "xid"})  # step: read from progress lines
 
 
 def read_fact(pattern: FactPattern, message: str) -> str | None:

@@ -196,3 +196,19 @@ def test_slurms_step_daemon_speaks_for_the_task_srun_names(
     library: Library, log: str, rank: int | None
 ) -> None:
     assert where(run(library, log))[0] == rank
+
+
+def test_one_process_stating_its_rank_in_its_settings_is_that_rank(library: Library) -> None:
+    settings = "backend: nccl\nargs.dist_rank: 3\nworld_size: 4\n"
+    assert where(run(library, f"{settings}{BOOM}\n"))[0] == 3
+    # it beats the file's name: the content says it
+    assert where(run(library, f"{settings}{BOOM}\n", names=["rank1.log"]))[0] == 3
+    # a log of several processes: another rank named, or rank tags, and the settings say nothing
+    assert where(run(library, f"{settings}[rank1]: step 10 ok\n{BOOM}\n"))[0] is None
+    died = (
+        "E0501 22:05:19.414000 1 torch/distributed/elastic/multiprocessing/api.py:881] "
+        "failed (exitcode: 1) local_rank: 2 (pid: 222) of binary: /usr/bin/python\n"
+    )
+    assert where(run(library, f"{settings}{BOOM}\n{died}"))[0] is None
+    # a local rank is never taken for it
+    assert where(run(library, f"local_rank: 3\n{BOOM}\n"))[0] is None

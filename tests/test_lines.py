@@ -296,7 +296,8 @@ def test_a_bar_refreshed_many_times_shows_its_last_refresh_and_what_was_printed_
 
 def test_unwrap_reads_deepspeeds_pdsh_prefix_of_an_address_or_localhost() -> None:
     # DeepSpeed's multi-node runner prefixes each line with the hostfile's name for the node.
-    nccl = unwrap("localhost: [2026-03-31 15:32:44] gpu-a:2394670:2396491 [1] include/alloc.h:228 NCCL WARN x")
+    line = "localhost: [2026-03-31 15:32:44] gpu-a:2394670:2396491 [1] include/alloc.h:228 NCCL WARN x"
+    nccl = unwrap(line)
     assert (nccl.host, nccl.pid, nccl.message) == ("gpu-a", 2394670, "include/alloc.h:228 NCCL WARN x")
     assert unwrap("10.0.3.17: RuntimeError: x").host == "10.0.3.17"
     assert unwrap("localhost: RuntimeError: x").host is None  # names no host of its own
