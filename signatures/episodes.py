@@ -207,7 +207,8 @@ def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
     group watchdog thread terminated with exception: ... Watchdog caught collective operation
     timeout"). When only the later one is followed by its stack (C++ `Exception raised from`, a
     `frame #0:`, a Python traceback), it is the exception itself, and the earlier a notice;
-    unless the thrown line quotes the earlier one (then the earlier one stated it first).
+    unless the thrown line quotes the earlier one or repeats it with other values (then the
+    earlier one stated it first).
     """
     signed = sorted(
         (c for c in cands if c.signature is not None and c.line == c.hit.line),
@@ -233,8 +234,13 @@ _TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,40}\])+")
 
 
 def _quoted(a: Candidate, b: Candidate) -> bool:
+    # The thrown line says the earlier one's words, or says them again with other values (XLA's
+    # "Execution of replica 1 failed: ..." then "replica 0" and its traceback: a repeat, first).
     words = _TAGS.sub("", a.hit.facts.message).strip()[:40]  # "[c10d] " and such are no words
-    return bool(words) and words in b.hit.facts.message
+    return bool(words) and _DIGITS.sub("#", words) in _DIGITS.sub("#", b.hit.facts.message)
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 def _thrown(c: Candidate) -> bool:

@@ -70,6 +70,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         # a level in lower case, bracketed, at the head: "[error] [36815] [hccl_runner.cpp:132] ..."
         r"^\[(?P<level>error|warning|warn|info|debug|critical|fatal)\] ",
         r"^(?:stdout|stderr) [FP] ",  # a container runtime's log file: "<time> stdout F <line>"
+        r"^(?:stdout|stderr): ",  # a parent relaying its child's streams (accelerate test, test runners)
         r"^\[(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)(?:\|[\w.]+:\d+)?\] (?:>> )?",
         r"^(?P<level>INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL):[\w.]*:",  # logging's default
         # vLLM: "ERROR 02-28 17:42:17 [core.py:1006] "

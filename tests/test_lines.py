@@ -305,3 +305,11 @@ def test_unwrap_reads_deepspeeds_pdsh_prefix_of_an_address_or_localhost() -> Non
     assert unwrap("error: RuntimeError: x").message == "error: RuntimeError: x"
     assert unwrap(": x").message == ": x"
     assert unwrap("1.2.3: x").message == "1.2.3: x"
+
+
+def test_unwrap_peels_a_parents_relay_of_its_childs_streams() -> None:
+    # accelerate test relays the launcher's output as "stderr: ..." / "stdout: ..."
+    facts = unwrap("stderr:   rank      : 1 (local_rank: 1)")
+    assert facts.message == "  rank      : 1 (local_rank: 1)"
+    assert unwrap("stdout: [rank2]: RuntimeError: x").rank == 2
+    assert unwrap("subprocess stderr: x").message == "subprocess stderr: x"  # not at the head
