@@ -345,6 +345,8 @@ def move_to_stated_detail(cands: list[Candidate]) -> list[Candidate]:
             k += 1  # the same report's chain: "ncclInternalError: Internal check failed."
         if k + 1 >= len(after) or not _DETAIL_HEAD.match(after[k]) or not _a_detail(after[k + 1]):
             continue
+        if _DIGITS.sub("#", after[k + 1].strip()) in _DIGITS.sub("#", c.hit.facts.message):
+            continue  # an empty detail, then the same error again (another process's, interleaved)
         where = (c.hit.file_index, c.line + k + 2)
         inner = at.get(where)
         if (inner is not None and inner.signature is not None) or where in moved:

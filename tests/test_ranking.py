@@ -363,6 +363,10 @@ def test_a_cause_stated_in_the_errors_own_detail_is_the_initiating_line(library:
     assert known.signature and known.signature.id == "disk-broke"
     other = run(library, "RuntimeError: kernel-fault happened\nwandb:\nwandb: synced 3 files\n")
     assert other.initiating and other.initiating.line == 1  # a program's own prefix introduces no cause
+    # an empty detail, then the same error again: another process's report, interleaved
+    twice = "RuntimeError: kernel-fault happened in comm.cc:12\nlibxInternal: check failed.\nLast error:\n"
+    again = run(library, twice + "kernel-fault happened in comm.cc:12\nlibxInternal: check failed.\n")
+    assert again.initiating and again.initiating.line == 1
 
 
 def test_a_launchers_report_that_another_process_died_first_is_no_consequence(library: Library) -> None:
