@@ -172,6 +172,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             or _QUIET_WORD.search(text[:HEAD])
             or not message
             or FRAME.match(message)
+            or _frame_code(scan.last_lines, i)
             or is_advice(message)
             or not states_failure(message)
         ):
@@ -195,3 +196,13 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         )
         out.append((hit, warning or _WARN_WORD.search(text[:HEAD]) is not None))
     return out
+
+
+def _frame_code(lines: Sequence[tuple[int, str]], i: int) -> bool:
+    # The source line Python prints under a traceback frame (`    return run(..., timeout=timeout,`)
+    # is code, no statement: the line above it is the frame, or more code of the same frame.
+    if i == 0 or not unwrap(lines[i][1]).message[:1].isspace():
+        return False
+    above = unwrap(lines[i - 1][1]).message.strip()
+    return FRAME.match(above) is not None
+

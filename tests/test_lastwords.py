@@ -164,3 +164,12 @@ def test_later_lines_replace_kept_lines_of_the_same_numbers() -> None:
         (3, "partial line"),
         (4, "d"),
     ]
+
+
+def test_the_source_line_under_a_traceback_frame_is_code_not_a_statement(library: Library) -> None:
+    frame = '  File "/opt/lib/runner.py", line 12, in launch\n'
+    code = "    return spawn(cmd, timeout=timeout, check=True,\n"
+    assert stated(library, START + frame + code) is None
+    # the same words as a line of their own state a failure
+    said = "    spawn of the helper timed out after 30 s\n"
+    assert stated(library, START + said) == said.rstrip("\n")
