@@ -12,7 +12,8 @@ a negation or a condition ("no errors", "if the job fails"), and it is no info o
 traceback frame or advice. The lines found go through the same noise model as every other
 candidate (retried right after, trained on past it); the earliest that stands is named
 ``unrecognized``. A run that finished says no such thing after its last progress line, so a
-healthy log stays ``clean``.
+healthy log stays ``clean``; after a last progress line at its total (the training finished),
+only a record at a failing level or an error code's record states a failure of its wrap-up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 
 from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
+from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
 from signatures.library import Kind, Matcher
 from signatures.lines import unwrap
@@ -75,6 +77,7 @@ _DETAIL = re.compile(r"^(?:[-=*#_~]{3,}|[*\u2022>-]\s|\d{1,2}[.)]\s)")
 # What starts a record of its own, in whatever head a log writes: a time of day or a level word.
 _RECORD_HEAD = re.compile(r"\b\d{1,2}:\d{2}:\d{2}|(?:^|[\s\[|(])(?:ERROR|WARN|WARNING|FATAL|CRITICAL|INFO)\b")
 # A progress count at its total ("iter: 80000/80000", "100%|##########|"): the run finished.
+_CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: ")  # an error code's record: Ascend's "EH9999: ..."
 _FINISHED = re.compile(r"\b(\d+)\s*/\s*\1\b|\b100%")
 _DIGITS = re.compile(r"\d+")
 HEAD = 100  # characters of a line in which a level word is its level
@@ -102,8 +105,12 @@ def _ordinary_after(texts: Sequence[str]) -> list[int]:
     # For each line, how many ordinary lines follow it (any process's, info records included; not
     # a record's indented detail, a traceback, advice, another failure statement, a report's rule
     # or list item, or what introduces a list): past SURVIVED_AFTER of them, the text went on.
+    # A line said again word for word is counted once: a report printed three times over
+    # (Ascend's EH9999 records and their NPU warning) is no output the text went on with, while
+    # lines that count on ("eval batch 3 done", "batch 4 done") are.
     counts = [0] * len(texts)
     ordinary = 0
+    seen: set[str] = set()
     for i in range(len(texts) - 1, -1, -1):
         counts[i] = ordinary
         message = unwrap(texts[i]).message
@@ -112,7 +119,9 @@ def _ordinary_after(texts: Sequence[str]) -> list[int]:
             continue
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
             continue
-        ordinary += 1
+        if bare not in seen:
+            seen.add(bare)
+            ordinary += 1
     return counts
 
 
@@ -149,8 +158,11 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     progress = max(
         [*scan.progress[-1:], *((n, x) for n, x in scan.last_lines if is_progress(x.encode()))], default=None
     )
-    if progress is not None and _FINISHED.search(progress[1]):
-        return []  # the run's last progress line reached its total: it finished
+    # The run's last progress line reached its total: it finished, and what follows is its
+    # wrap-up (saving, reports). Plain words there ("Cannot find suitable count function ... Treat
+    # it as zero FLOPs") are its reports; a record at a failing level or an error code
+    # ("EH9999: ... wait for compute device to finish failed") still states a failure.
+    finished = progress is not None and _FINISHED.search(progress[1]) is not None
     after_progress = progress[0] if progress is not None else 0
     texts = [t for _, t in scan.last_lines]
     levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
@@ -166,6 +178,8 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         if heads or not message:
             warning = level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
         if number < after_progress:  # (a line read as progress may say it failed: "epoch 2 timed out")
+            continue
+        if finished and level not in FAILING and not _CODED.match(message):
             continue
         if (
             level in _QUIET

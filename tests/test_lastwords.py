@@ -90,6 +90,15 @@ def test_a_run_whose_progress_reached_its_total_finished(library: Library) -> No
     assert stated(library, START + progress + summary) is None
     unfinished = progress.replace("3000/3000", "2995/3000")
     assert stated(library, START + unfinished + summary) is not None
+    # the wrap-up after the last step can still fail: an error code's record says so
+    coded = "QX0042: 2031-05-09-10:00:00.000 flush of the device queue failed\n"
+    assert stated(library, START + progress + coded) == coded.rstrip("\n")
+
+
+def test_a_report_printed_again_word_for_word_is_no_output_the_text_went_on_with(library: Library) -> None:
+    report = "QX0042: sync of the card failed, result 7\n  (function cardSync)\nQX0042: Inner Error!\n"
+    report += "[W card.cpp:3] Warning: card warning, code 7.\n"
+    assert stated(library, START + report * 3) == report.splitlines()[0]
 
 
 def test_a_log_that_ends_in_warnings_alone_is_clean(library: Library) -> None:
