@@ -8,8 +8,9 @@ only when the scan found no failure at all, and only where a dying run says them
 lines of a text (``TAIL_LINES``, kept by the scan), after its last progress line.
 
 A line qualifies when its message says that something failed, timed out, was lost or died, outside
-a negation or a condition ("no errors", "if the job fails"), and it is no info or debug record,
-traceback frame or advice. The lines found go through the same noise model as every other
+a negation, a condition or an inference ("no errors", "if the job fails", "it usually means the
+child failed"), and it is no info or debug record, traceback frame or its code line, or advice;
+so does the title of a traceback the text ends inside (no exception line follows its frames). The lines found go through the same noise model as every other
 candidate (retried right after, trained on past it); the earliest that stands is named
 ``unrecognized``. A run that finished says no such thing after its last progress line, so a
 healthy log stays ``clean``; after a last progress line at its total (the training finished),
@@ -49,6 +50,7 @@ _FAILED = re.compile(
 _NOT_STATED = re.compile(
     r"(?:\b(?:no|not|zero|without)|\b0)\s*$"
     r"|\b(?:if|when|whether|unless|may|might|can|could|would|should|in\s+case\s+of|on|upon|avoid|prevent"
+    r"|means|usually|probably|likely|possibly|perhaps|suggests?"
     r"|ignor(?:e|ed|ing))\b(?:\s+[^\s,;.:]+){0,3}\s*$",
     re.IGNORECASE,
 )
@@ -117,6 +119,8 @@ def _ordinary_after(texts: Sequence[str]) -> list[int]:
         bare = message.strip()
         if not bare or message[:1].isspace() or FRAME.match(bare) or TRACEBACK_TITLE in bare:
             continue
+        if _frame_code(texts, i):
+            continue
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
             continue
         if bare not in seen:
@@ -167,6 +171,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     texts = [t for _, t in scan.last_lines]
     levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
     went_on = _ordinary_after(texts)
+    unfinished = _unfinished_traceback(texts)
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []
     warning = False  # the line is a warning record's or one of its headless detail lines
@@ -179,16 +184,16 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             warning = level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
         if number < after_progress:  # (a line read as progress may say it failed: "epoch 2 timed out")
             continue
-        if finished and level not in FAILING and not _CODED.match(message):
+        if finished and level not in FAILING and not _CODED.match(message) and i != unfinished:
             continue
         if (
             level in _QUIET
             or _QUIET_WORD.search(text[:HEAD])
             or not message
             or FRAME.match(message)
-            or _frame_code(scan.last_lines, i)
+            or _frame_code(texts, i)
             or is_advice(message)
-            or not states_failure(message)
+            or not (i == unfinished or states_failure(message))
         ):
             continue
         shape = _DIGITS.sub("#", message)
@@ -212,11 +217,28 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     return out
 
 
-def _frame_code(lines: Sequence[tuple[int, str]], i: int) -> bool:
+def _frame_code(texts: Sequence[str], i: int) -> bool:
     # The source line Python prints under a traceback frame (`    return run(..., timeout=timeout,`)
-    # is code, no statement: the line above it is the frame, or more code of the same frame.
-    if i == 0 or not unwrap(lines[i][1]).message[:1].isspace():
+    # is code, no statement, indented or not (a paste may lose the indentation): the line above it
+    # is the frame.
+    if i == 0:
         return False
-    above = unwrap(lines[i - 1][1]).message.strip()
-    return FRAME.match(above) is not None
+    message = unwrap(texts[i]).message.strip()
+    if FRAME.match(message) or TRACEBACK_TITLE in message:
+        return False
+    return FRAME.match(unwrap(texts[i - 1]).message.strip()) is not None
 
+
+def _unfinished_traceback(texts: Sequence[str]) -> int | None:
+    # The title of a traceback the text ends inside (frames and their code to the last line, no
+    # exception line: the process died printing it, or the paste was cut): the line that opens it
+    # ("Scheduler hit an exception: Traceback (most recent call last):") says something failed.
+    lines = [i for i, t in enumerate(texts) if unwrap(t).message.strip()]
+    for k in range(len(lines) - 1, -1, -1):
+        i = lines[k]
+        message = unwrap(texts[i]).message.strip()
+        if TRACEBACK_TITLE in message:
+            return i if k < len(lines) - 1 else None
+        if not (FRAME.match(message) or _frame_code(texts, i)):
+            return None
+    return None
