@@ -10,8 +10,9 @@ lines of a text (``TAIL_LINES``, kept by the scan), after its last progress line
 A line qualifies when its message says that something failed, timed out, was lost or died, outside
 a negation, a condition or an inference ("no errors", "if the job fails", "it usually means the
 child failed"), and it is no info or debug record, traceback frame or its code line, or advice;
-so does the title of a traceback the text ends inside (no exception line follows its frames). The lines found go through the same noise model as every other
-candidate (retried right after, trained on past it); the earliest that stands is named
+so does the title of a traceback the text ends inside (no exception line follows its frames).
+The lines found go through the same noise model as every other candidate (retried right after,
+trained on past it); the earliest that stands is named
 ``unrecognized``. A run that finished says no such thing after its last progress line, so a
 healthy log stays ``clean``; after a last progress line at its total (the training finished),
 only a record at a failing level or an error code's record states a failure of its wrap-up.

@@ -186,7 +186,8 @@ def test_the_source_line_under_a_traceback_frame_is_code_not_a_statement(library
 
 def test_a_text_that_ends_inside_a_traceback_failed_where_the_traceback_opens(library: Library) -> None:
     opening = "[2031-05-09 10:00:00 W3] Dispatcher hit an exception: Traceback (most recent call last):\n"
-    frames = 'File "/opt/lib/dispatch.py", line 9, in serve\nsetup_groups(size=self.size)\n'  # indentation lost
+    # its frames, their indentation lost in the paste
+    frames = 'File "/opt/lib/dispatch.py", line 9, in serve\nsetup_groups(size=self.size)\n'
     assert stated(library, START + opening + frames) == opening.rstrip("\n")
     # the traceback goes on to a line of ordinary output: it did not end the text, nothing is said
     assert stated(library, START + opening + frames + "dispatcher 2 ready, serving on port 7001\n") is None
