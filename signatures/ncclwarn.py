@@ -53,3 +53,24 @@ def nccl_fell_back(raw: str, after: Sequence[str]) -> bool:
             continue
         return "NCCL INFO" in line and not NCCL_UNWIND.search(line)
     return False
+
+
+def unwound_warning(before: Sequence[str]) -> int | None:
+    """How many lines above a report the NCCL WARN is whose return code unwinds down to it.
+
+    ``before`` holds the lines above the report, nearest last. Only the unwinding (`file.cc:N ->
+    code` INFO lines of the WARN's process) may stand between them: the report (nccl-tests' `Test
+    NCCL failure common.cu:961 'internal error ...'`, torch's `NCCL error in: ...`) is where that
+    return code surfaced, and the WARN said first what failed."""
+    process: str | None = None
+    for k, line in enumerate(reversed(before), 1):
+        if not line.strip():
+            continue
+        own = _NCCL_PROCESS.search(line)
+        if own is None or (process is not None and own.group(1) != process):
+            return None
+        process = own.group(1)
+        if NCCL_UNWIND.search(line):
+            continue
+        return k if "NCCL WARN " in line and k > 1 else None
+    return None

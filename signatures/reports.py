@@ -41,6 +41,7 @@ import re
 from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIER_WRAPPER, Candidate
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
+from signatures.ncclwarn import unwound_warning
 from signatures.tracebacks import FRAME, exception_name
 
 REPORT_REACH = 4  # lines below a banner where the report's first fields are
@@ -226,3 +227,29 @@ def restore_quoted_causes(cands: list[Candidate]) -> None:
         raised = min(later, key=lambda x: x.line, default=None)
         if raised is not None and said in raised.hit.facts.message:
             c.tier = TIER_INITIATING
+
+
+def move_to_unwound_warnings(cands: list[Candidate]) -> list[Candidate]:
+    """A known report of an NCCL return code (nccl-tests' `Test NCCL failure common.cu:961
+    'internal error ...'`) just below the NCCL WARN whose code unwinds down to it (`file.cc:N -> 3`
+    lines of that process between) is stated by the WARN: it said first what failed. The report's
+    signature names it; the WARN's own unknown candidate goes."""
+    at = {(c.hit.file_index, c.line): c for c in cands}
+    gone: set[int] = set()
+    for c in cands:
+        if c.signature is None or c.line != c.hit.line or "NCCL WARN " in c.hit.text:
+            continue
+        k = unwound_warning(c.hit.before)
+        if k is None:
+            continue
+        warn = c.hit.before[-k]
+        if unwrap(warn).rank != c.hit.rank:
+            continue  # another process's report
+        inner = at.get((c.hit.file_index, c.line - k))
+        if inner is not None and inner.signature is not None:
+            continue  # the WARN is known: it is earlier and stands on its own
+        if inner is not None:
+            gone.add(id(inner))
+        c.line, c.text = c.line - k, warn
+    return [c for c in cands if id(c) not in gone]
+

@@ -190,3 +190,20 @@ def test_a_handled_exception_that_the_next_one_quotes_states_the_failure(library
     assert first(library, log(quoted)).line == 4  # re-raised in other words: the first states it
     unrelated = "KeyError: 'cache_dir' missing from the config"
     assert first(library, log(unrelated)).line == 11  # a new failure while handling the first
+
+
+def test_a_known_report_of_an_nccl_code_is_stated_by_the_warn_whose_code_unwinds_to_it(
+    library: Library,
+) -> None:
+    warn = "[1,3]<stdout>:gpu-b:75:95 [3] graph/xml.h:101 NCCL WARN Attribute arch of node cpu not found\n"
+    head = "[1,3]<stdout>:gpu-b:75:95 [3] NCCL INFO"
+    unwind = "".join(f"{head} graph/topo.cc:{n} -> 3\n" for n in (493, 623, 773))
+    report = "[1,3]<stdout>: kernel-fault happened in common.cu:961 'internal error'\n"
+    found = first(library, "launching\n" + warn + unwind + report)
+    assert found.line == 2 and found.text == warn.rstrip("\n")
+    # something else between the unwinding and the report: the report stands
+    other = "[1,3]<stdout>:gpu-b:75:95 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via NET/IB/0\n"
+    assert first(library, "launching\n" + warn + unwind + other + report).line == 7
+    # another process's report under this one's unwinding: it stands too
+    elsewhere = report.replace("[1,3]", "[1,4]")
+    assert first(library, "launching\n" + warn + unwind + elsewhere).line == 6
