@@ -21,13 +21,21 @@ from signatures.errors import InputTooLarge
 from signatures.explain import confidence, downstream_groups, fix_steps, why
 from signatures.flight_recorder import read_any, with_findings
 from signatures.hits import TextScan
-from signatures.lastwords import last_words
+from signatures.lastwords import in_ruled_box, last_words
 from signatures.library import Library
 from signatures.missing import CLEAN_MISSING, missing_facts, ranks_seen
 from signatures.missing import Evidence as MissingEvidence
 from signatures.outcome import RunOutcome, judge
 from signatures.progress import STEP, Progress
-from signatures.ranking import TIER_BENIGN, TIER_WRAPPER, Candidate, candidates, ordered
+from signatures.ranking import (
+    TIER_BENIGN,
+    TIER_DEATH,
+    TIER_WRAPPER,
+    Candidate,
+    candidates,
+    ordered,
+    time_order,
+)
 from signatures.redact import redact
 from signatures.skipping import Skips, read_each
 from signatures.sources import DEFAULT_LIMITS, Budget, Limits, Source, as_source, open_texts
@@ -157,10 +165,15 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
-    if not ranked:
-        # Nothing stated a failure by its shape: what the texts say in words as they end.
-        ranked = ordered(candidates(last_words(scans), library, progress, stops))
-        ranked = [c for c in ranked if c.tier != TIER_BENIGN]
+    if not ranked or ranked[0].tier == TIER_DEATH:
+        # Nothing stated a failure by its shape, or only a death no signature knows: what the
+        # texts say in words as they end, before anything else found (what killed a process is
+        # said before its death: ROCm's "HW Exception by GPU node-9 ... reason :GPU Hang", then
+        # "Aborted (core dumped)").
+        words = ordered(candidates(last_words(scans), library, progress, stops))
+        words = [c for c in words if c.tier != TIER_BENIGN and all(time_order(c, r) < 0 for r in ranked)]
+        words = [c for c in words if not (ranked and in_ruled_box(c.hit))]  # a death's own box
+        ranked = ordered(words + ranked) if words else ranked
     if not ranked:
         return read.onto(
             Diagnosis(

@@ -21,7 +21,7 @@ only a record at a failing level or an error code's record states a failure of i
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
@@ -42,7 +42,7 @@ _FAILED = re.compile(
     r"|timed?[\s-]?out|times\s+out|lost|died|dead|crash(?:ed|es)?|abort(?:ed|ing)?"
     r"|terminat(?:ed|ing)|refused|denied|unreachable|exceeded|killed|panic|fatal"
     r"|not\s+(?:found|known|responding|reachable)|no\s+such|corrupt(?:ed)?|unexpectedly"
-    r"|stuck|hung)\b",
+    r"|stuck|hung|hangs?)\b",
     re.IGNORECASE,
 )
 # Words just before a failure word that make it no statement of one: a negation ("no errors",
@@ -64,7 +64,11 @@ _WORKED_AROUND = re.compile(
     re.IGNORECASE,
 )
 # A failure word followed by a count of none ("errors: 0", "failed=0") counts nothing.
-_NONE_COUNTED = re.compile(r"^\s*(?:[:=]\s*)?0\b")
+# What follows a failure word to say it was none: a count of nothing ("failed: 0"), or an ending
+# that went as meant ("Primary job terminated normally, but ...", "worker exited cleanly").
+_NONE_COUNTED = re.compile(
+    r"^\s*(?:[:=]\s*)?0\b|^\s+(?:normally|successfully|cleanly|gracefully)\b", re.IGNORECASE
+)
 _QUIET = ("I", "D")  # info and debug records state no failure of their own
 # An info or debug level written as a word in a line's head (NCCL's "host:pid:tid [0] NCCL INFO").
 _QUIET_WORD = re.compile(
@@ -243,3 +247,25 @@ def _unfinished_traceback(texts: Sequence[str]) -> int | None:
         if not (FRAME.match(message) or _frame_code(texts, i)):
             return None
     return None
+
+
+_RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
+
+
+def in_ruled_box(hit: Hit) -> bool:
+    """Whether the line stands in a launcher's box between rules (Open MPI's "Primary job
+    terminated normally, but 1 process returned / a non-zero exit code ...", torchrun's "train.py
+    FAILED"): a rule above or below it with no blank line between (a paste may start inside the
+    box). Such a box reports a death; its words say no more than the death does."""
+    return _rule_within(reversed(hit.before)) or _rule_within(hit.after)
+
+
+def _rule_within(lines: Iterable[str]) -> bool:
+    for line in lines:
+        text = unwrap(line).message
+        if not text.strip():
+            return False
+        if _RULE.match(text):
+            return True
+    return False
+

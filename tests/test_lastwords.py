@@ -196,3 +196,22 @@ def test_a_text_that_ends_inside_a_traceback_failed_where_the_traceback_opens(li
 def test_an_inference_about_a_failure_states_none(library: Library) -> None:
     assert states_failure("Received a signal from a child. It usually means the child failed.") is False
     assert states_failure("the child failed with exit code 3") is True
+
+
+def test_what_a_text_says_in_words_before_a_bare_death_states_why_it_died(library: Library) -> None:
+    said = "Device fault on card-3 (handle 0x64ff) reason :Card Hang\n"
+    d = run(library, START + said * 3 + "Aborted (core dumped)\n")
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 7
+    # the words of a launcher's box around a death say no more than the death
+    rule = "-" * 60 + "\n"
+    box = "Main job  terminated normally, but 1 process returned\na non-zero exit code. The job is aborted.\n"
+    died = "Aborted (core dumped)\n"
+    d = run(library, START + rule + box + rule + died)
+    assert d.initiating and d.initiating.text == died.rstrip("\n")
+    d = run(library, START + box + rule + died)  # a paste that starts inside the box
+    assert d.initiating and d.initiating.text == died.rstrip("\n")
+
+
+def test_an_ending_that_went_as_meant_states_no_failure() -> None:
+    assert states_failure("Primary job  terminated normally, but 1 process returned") is False
+    assert states_failure("worker 3 terminated by signal 9") is True
