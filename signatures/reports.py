@@ -73,12 +73,13 @@ _CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")  # "EJ0001: 2024-05-
 
 
 def move_to_coded_detail(cands: list[Candidate]) -> None:
-    """An exception line (or an unknown error record) whose coded error records follow it is
-    stated by the first of them that says more than a heading ("EE9999: Inner Error!")."""
+    """An exception line (or an error no signature knows: a record, `[Error]: ...`) whose coded
+    error records follow it is stated by the first of them that says more than a heading
+    ("EE9999: Inner Error!")."""
     for c in cands:
         if c.line != c.hit.line:
             continue
-        record = c.signature is None and "logged-error" in c.shapes
+        record = c.signature is None and c.tier == TIER_UNKNOWN  # an error no signature knows
         if exception_name(c.hit.facts.message) is None and not record:
             continue
         for k, text in enumerate(c.hit.after[:CODE_REACH], 1):

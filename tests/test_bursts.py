@@ -189,6 +189,10 @@ def test_an_error_record_moves_to_the_coded_record_that_details_it(library: Libr
     )
     d = run(library, log)
     assert d.initiating is not None and d.initiating.line == 2
+    # an error no signature knows, in no logger's head, moves to the coded record below it too
+    bare = "[Error]: the tasks of stream 3 failed to complete in time.\n    See the device log.\n"
+    d = run(library, bare + log.splitlines(keepends=True)[1])
+    assert d.initiating is not None and d.initiating.line == 3
 
 
 # --- a scheduler's stop after a stated failure ---------------------------------------------------

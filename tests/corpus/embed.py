@@ -16,6 +16,7 @@ from tests.healthy.generate import torchrun_ddp
 
 PREFIX_SEED = 5521
 PREFIX_STEPS = 9400  # about 5,300 lines before the excerpt
+PLANNED_STEPS = 20000  # what the step lines count towards: the run is cut off mid-training
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,18 @@ class Embedded:
 @cache
 def healthy_prefix() -> bytes:
     """The healthy run that precedes every excerpt; it stops mid-training."""
-    text = torchrun_ddp(random.Random(PREFIX_SEED), benign=False, steps=PREFIX_STEPS, finish=False)
+    text = torchrun_ddp(
+        random.Random(PREFIX_SEED), benign=False, steps=PREFIX_STEPS, finish=False, planned=PLANNED_STEPS
+    )
     return text.encode("utf-8")
 
 
 @cache
 def healthy_ending() -> bytes:
     """The lines a successful torchrun run ends with, for excerpts that show no failure."""
-    text = torchrun_ddp(random.Random(PREFIX_SEED), benign=False, steps=PREFIX_STEPS, finish=True)
+    text = torchrun_ddp(
+        random.Random(PREFIX_SEED), benign=False, steps=PREFIX_STEPS, finish=True, planned=PLANNED_STEPS
+    )
     return text.encode("utf-8")[len(healthy_prefix()) :]
 
 

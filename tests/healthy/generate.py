@@ -744,9 +744,18 @@ def deepspeed(rng: random.Random) -> str:
 
 
 def torchrun_ddp(
-    rng: random.Random, *, benign: bool = True, steps: int = 3000, nodes: int = 2, finish: bool = True
+    rng: random.Random,
+    *,
+    benign: bool = True,
+    steps: int = 3000,
+    nodes: int = 2,
+    finish: bool = True,
+    planned: int | None = None,
 ) -> str:
     """A custom DDP training loop under torchrun; rank output carries the [rankN]: prefix.
+
+    ``planned`` is the total the step lines count towards (``steps`` by default): a run cut off
+    mid-training has not reached it.
 
     ``benign=False`` leaves out the warnings that benign signatures name (IPv6 fallback,
     tokenizers fork), so the text can be placed in front of a failure excerpt without
@@ -820,7 +829,7 @@ def torchrun_ddp(
         now = t + step * per_step + rng.random() * 0.05
         loss = max(2.8, loss * 0.9986 - 0.001 + rng.gauss(0, 0.015))
         if step % 2 == 0:
-            say(0, now, f"{py_time(log.when(now))} - INFO - train - step {step:5d}/{steps} | loss {loss:.4f} | lr {3e-4 * min(1, step / 200):.3e} | grad_norm {abs(rng.gauss(0.35, 0.06)):.3f} | nan_count=0 | {rng.gauss(143.0, 1.5):.1f} ms/step | mfu {rng.gauss(41.2, 0.4):.2f}%")
+            say(0, now, f"{py_time(log.when(now))} - INFO - train - step {step:5d}/{planned or steps} | loss {loss:.4f} | lr {3e-4 * min(1, step / 200):.3e} | grad_norm {abs(rng.gauss(0.35, 0.06)):.3f} | nan_count=0 | {rng.gauss(143.0, 1.5):.1f} ms/step | mfu {rng.gauss(41.2, 0.4):.2f}%")
         if step % 250 == 0:
             say(0, now + 0.1, f"{py_time(log.when(now + 0.1))} - INFO - eval - step {step}: val_loss {loss + 0.03:.4f} val_ppl {2.718281828 ** (loss + 0.03):.2f} (40 batches, 0 skipped)")
             if step == 750:
