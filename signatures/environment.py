@@ -60,10 +60,11 @@ FACTS: tuple[FactPattern, ...] = (
         value="1",
     ),
     # A process stating its own rank in its settings ("self.dist_rank: 1", "global_rank=3",
-    # "RANK: 2"): attribution.py trusts it only in a log of that one process.
+    # "RANK: 2", "{'rank': 3, ...}"): a line or a field that begins with the key, not a sentence
+    # ("Waiting for rank: 4"). attribution.py trusts it only in a log of that one process.
     _fact(
         "declared_rank",
-        r"(?<![\w-])(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)(?P<v>[0-9]+)\b",
+        r"(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)(?P<v>[0-9]+)\b",
         scan=r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]",
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.

@@ -32,7 +32,7 @@ from signatures.lines import unwrap
 from signatures.progress import is_progress
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
-from signatures.tracebacks import FRAME, is_advice, read_traceback
+from signatures.tracebacks import FRAME, exception_name, is_advice, read_traceback
 
 CONTEXT = 12  # lines before and after a line that go with it, as for a scan hit
 
@@ -229,8 +229,8 @@ def _frame_code(texts: Sequence[str], i: int) -> bool:
     if i == 0:
         return False
     message = unwrap(texts[i]).message.strip()
-    if FRAME.match(message) or TRACEBACK_TITLE in message:
-        return False
+    if FRAME.match(message) or TRACEBACK_TITLE in message or exception_name(message) is not None:
+        return False  # (a frame with no source to show is followed by the exception itself)
     return FRAME.match(unwrap(texts[i - 1]).message.strip()) is not None
 
 

@@ -212,3 +212,9 @@ def test_one_process_stating_its_rank_in_its_settings_is_that_rank(library: Libr
     assert where(run(library, f"{settings}{BOOM}\n{died}"))[0] is None
     # a local rank is never taken for it
     assert where(run(library, f"local_rank: 3\n{BOOM}\n"))[0] is None
+
+
+def test_a_rank_named_in_a_sentence_is_no_setting(library: Library) -> None:
+    # "Waiting for rank: 3" names a peer, "Local rank: 3" a per-node index: neither is the log's own
+    for line in ("Waiting for rank: 3 to join\n", "Local rank: 3\n"):
+        assert where(run(library, f"{line}{BOOM}\n"))[0] is None
