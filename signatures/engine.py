@@ -162,7 +162,8 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         )
     progress = Progress((scan.file_index, scan.progress) for scan in scans)
     stops = [(x.file_index, x.line) for scan in scans for x in scan.sightings if x.stop]
-    ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops))
+    ends = [(x.file_index, x.line) for scan in scans for x in scan.sightings if x.finished]
+    ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops, ends))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
     if not ranked or ranked[0].tier == TIER_DEATH:
@@ -170,7 +171,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
         # texts say in words as they end, before anything else found (what killed a process is
         # said before its death: ROCm's "HW Exception by GPU node-9 ... reason :GPU Hang", then
         # "Aborted (core dumped)").
-        words = ordered(candidates(last_words(scans), library, progress, stops))
+        words = ordered(candidates(last_words(scans), library, progress, stops, ends))
         words = [c for c in words if c.tier != TIER_BENIGN and all(time_order(c, r) < 0 for r in ranked)]
         words = [c for c in words if not (ranked and in_ruled_box(c.hit))]  # a death's own box
         ranked = ordered(words + ranked) if words else ranked

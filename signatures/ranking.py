@@ -78,7 +78,12 @@ from signatures.reports import (
 )
 from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
-from signatures.stops import demote_step_beside_job, demote_teardown, yield_stops_to_stated_failures
+from signatures.stops import (
+    demote_step_beside_job,
+    demote_teardown,
+    demote_warnings_after_finish,
+    yield_stops_to_stated_failures,
+)
 from signatures.tracebacks import exception_name, recovered
 
 _ROLE_TIER = {
@@ -94,9 +99,11 @@ def candidates(
     library: Library,
     progress: Progress | None = None,
     stops: Iterable[tuple[int, int]] = (),
+    finishes: Iterable[tuple[int, int]] = (),
 ) -> list[Candidate]:
     """Collapse hits to one candidate per line, applying traceback, frame and handling rules.
-    ``stops`` are the (file, line) where a process says it received a stop signal."""
+    ``stops`` are the (file, line) where a process says it received a stop signal, ``finishes``
+    where the run says it finished as meant."""
     by_line: dict[tuple[int, int], list[Hit]] = {}
     for hit in hits:
         if hit.matcher.kind is Kind.FACT:
@@ -157,6 +164,7 @@ def candidates(
     demote_other_entries(out)
     demote_later_root_causes(out)
     demote_teardown(out, list(stops))
+    demote_warnings_after_finish(out, list(finishes))
     demote_step_beside_job(out)
     yield_stops_to_stated_failures(out, time_order)
     name_diverged_lists(out, library)

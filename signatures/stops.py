@@ -1,4 +1,5 @@
-"""Ends that are no failure of their own: tear-down after a requested stop, a Slurm step's line
+"""Ends that are no failure of their own: tear-down after a requested stop, warnings after a
+run said it finished, a Slurm step's line
 beside its job's, a scheduler's stop of a job that a stated failure had already hung. All only
 lower candidates (ranking.py applies them last). And whom a line of Slurm's step daemon concerns
 (attribution.py)."""
@@ -9,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from signatures.candidate import TIER_BENIGN, TIER_DEATH, TIER_DOWNSTREAM, TIER_UNKNOWN, Candidate
+from signatures.lines import unwrap
 
 TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
 
@@ -22,6 +24,35 @@ def demote_teardown(cands: list[Candidate], stops: list[tuple[int, int]]) -> Non
             continue  # the scheduler saying why it stopped the job is the cause, not the tear-down
         if any(f == c.hit.file_index and 0 < c.hit.line - line <= TEARDOWN_REACH for f, line in stops):
             c.tier = TIER_BENIGN
+
+
+def demote_warnings_after_finish(cands: list[Candidate], finishes: Sequence[tuple[int, int]]) -> None:
+    """What a run warns of after it said it finished as meant (MLPerf's run_stop with status
+    success, "Training completed.") is its tear-down: NCCL's proxy thread losing its peers, c10d's
+    store closing under the other node. Warnings only: an error record, an exception or a death
+    after it still states a failure. A C++ stack printed under such a warning is part of it."""
+    for c in cands:
+        if not any(f == c.hit.file_index and c.hit.line > line for f, line in finishes):
+            continue
+        own = c.hit.facts.level == "W" or "NCCL WARN " in c.hit.text  # (facts read the whole line)
+        # A C++ stack belongs to the record above it: an error record stands on its own, so the
+        # stack says nothing more unless that record is known to be no warning.
+        above = _record_above(c.hit.before)
+        under = _STACK.match(c.hit.facts.message) is not None and (not above or _warned(above))
+        if own or under:
+            c.tier = TIER_BENIGN
+
+
+_STACK = re.compile(r"^(?:Exception raised from |frame #\d+: )")
+
+
+def _record_above(before: Sequence[str]) -> str:
+    # The line a C++ stack hangs from: the nearest line above it that is none of its frames.
+    return next((t for t in reversed(before) if not _STACK.match(unwrap(t).message)), "")
+
+
+def _warned(text: str) -> bool:
+    return unwrap(text).level == "W" or "NCCL WARN " in text
 
 
 _SLURM_CANCEL = re.compile(

@@ -32,6 +32,7 @@ class Sighting:
     time: str | None = None
     stop: bool = False  # the process says it was asked to stop (SIGTERM, SIGINT received)
     section: str | None = None  # "begin" or "end": a rule naming the rank whose output it bounds
+    finished: bool = False  # the run says it finished as meant (MLPerf's run_stop with success)
 
 
 Reader = Callable[[int, int, LineFacts, Sequence[str], Callable[[], Sequence[str]]], Sighting | None]
@@ -181,6 +182,22 @@ def _read_file_header(
     return Sighting(file_index, line, rank=rank_from_name(m.group("name")), section="begin") if m else None
 
 
+# A run saying it finished as meant: MLPerf's `"key": "run_stop", ... "status": "success"`, HF
+# Trainer's "Training completed.", Lightning's "`Trainer.fit` stopped: `max_epochs=20` reached."
+_FINISHED = re.compile(
+    r'"key": "run_stop"[^\n]*"status": "success"'
+    r"|\bTraining completed\b"
+    r"|`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached"
+)
+
+
+def _read_finished(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    """The run's own word that it finished: what it warns of after that is its tear-down."""
+    return Sighting(file_index, line, finished=True) if _FINISHED.search(facts.message) else None
+
+
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
@@ -188,4 +205,7 @@ STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
     StructurePattern("section", (), _SECTION, _read_section, _SECTION_SCAN),
     StructurePattern("file-header", (b"==> ",), _FILE_HEADER, _read_file_header),
+    StructurePattern(
+        "finished", (b'"run_stop"', b"Training completed", b"Trainer.fit` stopped"), _FINISHED, _read_finished
+    ),
 )

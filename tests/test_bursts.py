@@ -310,3 +310,21 @@ def test_a_traceback_after_a_line_naming_no_rank_has_none(library: Library) -> N
     )
     d = run(library, log)
     assert d.initiating is not None and d.initiating.rank is None
+
+
+# --- warnings after the run said it finished ------------------------------------------------------
+
+
+def test_warnings_after_the_run_said_it_finished_are_its_tear_down(library: Library) -> None:
+    done = ':::MLLOG {"key": "run_stop", "value": 0.92, "metadata": {"lineno": 3, "status": "success"}}\n'
+    warn = "[rank9]:[W1025 12:14:05.569 store.cpp:125] [c10d] recv failed on socket: Failed to recv\n"
+    stack = "Exception raised from recvBytes at utils.hpp:682 (most recent call first):\nframe #0: f + 0x88\n"
+    nccl = "gpu-b:3087588:3089801 [0] proxy.cc:1458 NCCL WARN [Service thread] Accept failed\n"
+    assert run(library, "step 100/100 loss 2.1\n" + done + warn + stack + nccl).status is Status.CLEAN
+    # the same lines with no word that it finished, or an error record after it, fail the run
+    assert run(library, "step 100/100 loss 2.1\n" + warn + stack + nccl).status is not Status.CLEAN
+    error = "[rank9]:[E1025 12:14:05.569 store.cpp:125] [c10d] recv failed on socket: Failed to recv\n"
+    assert run(library, done + error + stack).status is not Status.CLEAN
+    # a run that never finished: the run_stop says it failed
+    failed = done.replace('"success"', '"aborted"')
+    assert run(library, failed + warn + stack + nccl).status is not Status.CLEAN
