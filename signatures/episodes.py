@@ -15,6 +15,7 @@ from signatures.candidate import Candidate
 from signatures.hits import Hit
 from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
+from signatures.library import Kind
 from signatures.lines import unwrap
 from signatures.ncclwarn import NCCL_UNWIND
 from signatures.tracebacks import FRAME, HEADER, exception_name
@@ -54,12 +55,27 @@ def move_introductions(cands: list[Candidate]) -> list[Candidate]:
         if any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):
             continue
         following = next(((k, t) for k, t in enumerate(c.hit.after[:3], 1) if t.strip()), None)
-        if following is not None and HEADER.match(unwrap(following[1]).message):
+        if following is not None and HEADER.match(unwrap(following[1]).message) and _ends_below(c, cands):
             continue
         if following is not None and bare(message):
             c.line, c.text = c.hit.line + following[0], following[1]
         keep.append(c)
     return keep
+
+
+def _ends_below(header: Candidate, cands: list[Candidate]) -> bool:
+    # The traceback a header introduces ends in an exception line the scan found: that line
+    # states the failure. A traceback cut before its end (a paste, a process killed while
+    # printing it) leaves the header the only statement.
+    return any(
+        c.hit.file_index == header.hit.file_index
+        and 0 < c.hit.line - header.hit.line <= TRACEBACK_REACH
+        and (c.hit.matcher.kind is Kind.EXCEPTION or exception_name(c.hit.facts.message) is not None)
+        for c in cands
+    )
+
+
+TRACEBACK_REACH = 400  # lines below a header where the traceback it introduces may end
 
 
 def drop_wrapped_halves(cands: list[Candidate]) -> list[Candidate]:

@@ -118,6 +118,18 @@ def test_unknown_exception_is_unrecognized_with_its_line_not_the_header(library:
     assert d.initiating and d.initiating.line == 4 and d.initiating.text == "ValueError: bad shape"
 
 
+
+def test_a_logged_header_states_the_failure_when_its_traceback_is_cut_before_the_end(
+    library: Library,
+) -> None:
+    header = "2031-02-17 19:56:58.843 | ERROR    | pkg.launch:worker:147 - An error was caught in 'worker':\n"
+    frames = 'Traceback (most recent call last):\n\nFile "/opt/pkg/run.py", line 197, in main\n    run(x)\n'
+    d = run(library, header + frames)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 1
+    # with its exception line, the traceback's end states it
+    d = run(library, header + frames + "ValueError: bad shape\n")
+    assert d.initiating and d.initiating.text == "ValueError: bad shape"
+
 def test_code_echo_inside_a_traceback_is_never_the_cause(library: Library) -> None:
     log = (
         'Traceback (most recent call last):\n  File "x.py", line 9, in f\n'
