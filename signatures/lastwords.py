@@ -28,7 +28,8 @@ from signatures.lastlines import TAIL_LINES
 from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
 from signatures.library import Kind, Matcher
-from signatures.lines import unwrap
+from signatures.lines import LineFacts, unwrap
+from signatures.ncclwarn import NCCL_UNWIND, unwinds_unannounced
 from signatures.progress import is_progress
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
@@ -124,8 +125,8 @@ def _ordinary_after(texts: Sequence[str]) -> list[int]:
         bare = message.strip()
         if not bare or message[:1].isspace() or FRAME.match(bare) or TRACEBACK_TITLE in bare:
             continue
-        if _frame_code(texts, i):
-            continue
+        if _frame_code(texts, i) or NCCL_UNWIND.search(message):
+            continue  # a frame's code, NCCL's unwinding of a failed call: the failure's own lines
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
             continue
         if bare not in seen:
@@ -191,6 +192,10 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             continue
         if finished and level not in FAILING and not _CODED.match(message) and i != unfinished:
             continue
+        if unwinds_unannounced(texts, i) and went_on[i] < SURVIVED_AFTER:
+            # NCCL's unwinding with no WARN above it: the text starts after the WARN
+            out.append((_hit(scan, i, number, text, facts, texts), False))
+            continue
         if (
             level in _QUIET
             or _QUIET_WORD.search(text[:HEAD])
@@ -205,21 +210,25 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         if shape in survived or went_on[i] >= SURVIVED_AFTER:
             survived.add(shape)  # an echo of a line the text carried on from is carried on from
             continue
-        before = texts[max(0, i - CONTEXT) : i]
-        hit = Hit(
-            matcher=_MATCHER,
-            file_index=scan.file_index,
-            file=scan.name,
-            line=number,
-            text=text,
-            facts=facts,
-            groups={},
-            view=read_traceback(facts.message, before),
-            before=tuple(before),
-            after=tuple(texts[i + 1 : i + 1 + CONTEXT]),
-        )
+        hit = _hit(scan, i, number, text, facts, texts)
         out.append((hit, warning or _WARN_WORD.search(text[:HEAD]) is not None))
     return out
+
+
+def _hit(scan: TextScan, i: int, number: int, text: str, facts: LineFacts, texts: Sequence[str]) -> Hit:
+    before = texts[max(0, i - CONTEXT) : i]
+    return Hit(
+        matcher=_MATCHER,
+        file_index=scan.file_index,
+        file=scan.name,
+        line=number,
+        text=text,
+        facts=facts,
+        groups={},
+        view=read_traceback(facts.message, before),
+        before=tuple(before),
+        after=tuple(texts[i + 1 : i + 1 + CONTEXT]),
+    )
 
 
 def _frame_code(texts: Sequence[str], i: int) -> bool:
@@ -238,15 +247,16 @@ def _unfinished_traceback(texts: Sequence[str]) -> int | None:
     # The title of a traceback the text ends inside (frames and their code to the last line, no
     # exception line: the process died printing it, or the paste was cut): the line that opens it
     # ("Scheduler hit an exception: Traceback (most recent call last):") says something failed.
+    # Interleaved tracebacks of several processes make one region: its first title opens it.
     lines = [i for i, t in enumerate(texts) if unwrap(t).message.strip()]
-    for k in range(len(lines) - 1, -1, -1):
-        i = lines[k]
+    title = None
+    for i in reversed(lines):
         message = unwrap(texts[i]).message.strip()
         if TRACEBACK_TITLE in message:
-            return i if k < len(lines) - 1 else None
-        if not (FRAME.match(message) or _frame_code(texts, i)):
-            return None
-    return None
+            title = i
+        elif not (FRAME.match(message) or _frame_code(texts, i)):
+            break
+    return title
 
 
 _RULE = re.compile(r"^\s*[-=*]{20,}\s*$")

@@ -74,3 +74,18 @@ def unwound_warning(before: Sequence[str]) -> int | None:
             continue
         return k if "NCCL WARN " in line and k > 1 else None
     return None
+
+
+def unwinds_unannounced(texts: Sequence[str], i: int) -> bool:
+    """Whether ``texts[i]`` is the first line of a return code unwinding (`file.cc:N -> 2`) whose
+    process printed no WARN before it in ``texts``: the text starts after the WARN (a paste), and
+    the unwinding is the first sign of the failed call."""
+    line = texts[i]
+    own = _NCCL_PROCESS.search(line)
+    if own is None or not NCCL_UNWIND.search(line):
+        return False
+    process = own.group(1) + ":"
+    earlier = [t for t in texts[:i] if process in t]
+    if any("NCCL WARN " in t for t in earlier):
+        return False
+    return not (earlier and NCCL_UNWIND.search(earlier[-1]))

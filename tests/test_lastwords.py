@@ -215,3 +215,21 @@ def test_what_a_text_says_in_words_before_a_bare_death_states_why_it_died(librar
 def test_an_ending_that_went_as_meant_states_no_failure() -> None:
     assert states_failure("Primary job  terminated normally, but 1 process returned") is False
     assert states_failure("worker 3 terminated by signal 9") is True
+
+
+def test_a_text_that_ends_as_its_tracebacks_begin_failed_where_the_first_opens(library: Library) -> None:
+    title = "Traceback (most recent call last):\n"
+    frame = '  File "/opt/run.py", line 68, in <module>\n'
+    text = START + title + frame + title + frame + "    main()\n" + title
+    d = run(library, text)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 7
+
+
+def test_nccls_unwinding_with_no_warn_above_it_states_the_failed_call(library: Library) -> None:
+    unwind = "".join(f"gpu-c:4707:5232 [2] NCCL INFO transport/shm.cc:{n} -> 2\n" for n in (101, 30, 76))
+    d = run(library, START + unwind)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 7
+    # with the WARN above it, the WARN says what failed; the unwinding states nothing more
+    warn = "gpu-c:4707:5232 [2] include/shm.h:28 NCCL WARN Unable to allocate shared memory\n"
+    d = run(library, START + warn + unwind)
+    assert d.initiating and d.initiating.line == 7 and "NCCL WARN" in d.initiating.text
