@@ -15,14 +15,15 @@ from signatures.candidate import TIER_BENIGN, TIER_DEGRADED, Candidate
 from signatures.lines import unwrap
 from signatures.progress import Progress
 
-# The metric printed non-finite: "training loss nan", "'grad_norm': nan", "loss=inf", "loss: tensor(nan".
+# The metric printed non-finite: "training loss nan", "'grad_norm': nan", "loss=inf", "loss: tensor(nan",
+# "[Loss] nan".
 _NON_FINITE = re.compile(
-    r"(?P<name>[A-Za-z_][\w.-]*)[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?(?:nan|NaN|NAN|inf|Inf|INF)\b"
+    r"(?P<name>[A-Za-z_][\w.-]*)\]?[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?(?:nan|NaN|NAN|inf|Inf|INF)\b"
 )
 
 
 def _finite(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.-]){re.escape(name)}[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?\.?\d")
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}\]?[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?[-+]?\.?\d")
 
 
 def _names(c: Candidate) -> frozenset[str]:

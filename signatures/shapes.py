@@ -74,10 +74,15 @@ _NAMED_LEVELS = (
     *(f'"level":"{w}"'.encode() for w in ("error", "fatal", "critical")),
     *(f"[{w}] ".encode() for w in ("error", "fatal", "critical")),
 )
-# "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |"),
+# "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |",
+# "[Loss] nan"),
 # never "nan_count" or "info".
 _NON_FINITE = (
-    *(lead + word for word in (b"nan", b"NaN", b"inf") for lead in (b": ", b"=", b"'", b"ss ", b"rm ")),
+    *(
+        lead + word
+        for word in (b"nan", b"NaN", b"inf")
+        for lead in (b": ", b"=", b"'", b"ss ", b"rm ", b"] ")
+    ),
     b"(nan",  # loss: tensor(nan, device=...)
 )
 
@@ -237,7 +242,7 @@ SHAPES: tuple[Shape, ...] = (
         _NON_FINITE,
         re.compile(
             r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)"
-            r"['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",
+            r"\]?['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",  # "[Loss] nan" too
             re.IGNORECASE,
         ),
         pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b"),

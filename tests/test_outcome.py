@@ -68,6 +68,12 @@ def test_a_non_finite_loss_no_signature_knows_is_a_degradation(library: Library)
     d = run(library, log)
     assert d.status is Status.DEGRADED and d.signature is None
     assert d.initiating and d.initiating.line == 2
+    # a metric named in brackets, "[Loss] nan", the same; printed finite again, it recovered
+    bracketed = "".join(
+        f"E{e} iter[ 14/ 15] | [Loss] {v} | [exp] ./run\n" for e, v in enumerate(["51.4", "nan", "nan"])
+    )
+    assert run(library, bracketed).status is Status.DEGRADED
+    assert run(library, bracketed + "E3 iter[ 14/ 15] | [Loss] 50.9 | [exp] ./run\n").status is Status.CLEAN
 
 
 def test_the_same_non_finite_loss_before_a_crash_is_where_the_failure_started(library: Library) -> None:
