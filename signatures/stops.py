@@ -1,8 +1,7 @@
 """Ends that are no failure of their own: tear-down after a requested stop, warnings after a
-run said it finished, a Slurm step's line
-beside its job's, a scheduler's stop of a job that a stated failure had already hung. All only
-lower candidates (ranking.py applies them last). And whom a line of Slurm's step daemon concerns
-(attribution.py)."""
+run said it finished, a Slurm step's line beside its job's, a scheduler's stop of a job that a
+stated failure had already hung. All only lower candidates (ranking.py applies them last). And
+whom a line of Slurm's step daemon concerns (attribution.py)."""
 
 from __future__ import annotations
 
