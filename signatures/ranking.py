@@ -70,6 +70,7 @@ from signatures.reports import (
     abort_follows_its_error,
     join_same_instant_reports,
     move_to_coded_detail,
+    move_to_first_root_error,
     move_to_unwound_warnings,
     quiet_traceback_records,
     restore_quoted_causes,
@@ -153,7 +154,7 @@ def candidates(
     abort_follows_its_error(out)
     restore_quoted_causes(out)
     quiet_traceback_records(out)
-    out = move_to_unwound_warnings(out)
+    out = move_to_first_root_error(move_to_unwound_warnings(out))
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     out = move_announcements_to_detail(move_to_restatements(out))
     _promote_episode_leads(out)

@@ -254,3 +254,31 @@ def move_to_unwound_warnings(cands: list[Candidate]) -> list[Candidate]:
         c.line, c.text = c.line - k, warn
     return [c for c in cands if id(c) not in gone]
 
+
+_ROOT_COUNT = re.compile(r"^\d+ root error\(s\) found\.\s*$")
+_FIRST_ROOT = re.compile(r"^\s*\(0\) [A-Z][\w ]{0,40}: \S")
+
+
+def move_to_first_root_error(cands: list[Candidate]) -> list[Candidate]:
+    """A line that goes on into TensorFlow's count of root errors ("Error recorded from
+    training_loop: From /job:worker/replica:0/task:0:", then "3 root error(s) found.", then "(0)
+    Failed precondition: The TPU system has not been initialized.") is stated by the first root
+    error: the detail convention. A known signature on that line names it; else the carrier's."""
+    at = {(c.hit.file_index, c.line): c for c in cands}
+    gone: set[int] = set()
+    for c in cands:
+        if c.line != c.hit.line or id(c) in gone:
+            continue
+        after = [unwrap(t).message for t in c.hit.after[:3]]
+        if len(after) < 2 or not _ROOT_COUNT.match(after[0].strip()) or not _FIRST_ROOT.match(after[1]):
+            continue
+        inner = at.get((c.hit.file_index, c.line + 2))
+        if inner is not None and inner.signature is not None:
+            inner.tier = min(inner.tier, c.tier)
+            gone.add(id(c))
+            continue
+        if inner is not None:
+            gone.add(id(inner))
+        c.line, c.text = c.line + 2, c.hit.after[1]
+    return [c for c in cands if id(c) not in gone]
+

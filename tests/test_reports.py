@@ -207,3 +207,15 @@ def test_a_known_report_of_an_nccl_code_is_stated_by_the_warn_whose_code_unwinds
     # another process's report under this one's unwinding: it stands too
     elsewhere = report.replace("[1,3]", "[1,4]")
     assert first(library, "launching\n" + warn + unwind + elsewhere).line == 6
+
+
+def test_a_line_that_goes_on_into_a_count_of_root_errors_is_stated_by_the_first(
+    library: Library,
+) -> None:
+    head = "E1001 16:19:34.235139 1398 loop.py:75] Error recorded from the loop: From /job:worker/task:0:\n"
+    roots = "2 root error(s) found.\n  (0) Failed precondition: The card is not set up.\n"
+    roots += "  (1) Failed precondition: The card is not set up.\n0 successful operations.\n"
+    found = first(library, "step 7\n" + head + roots)
+    assert found.line == 4 and "(0) Failed precondition" in found.text
+    # no count of root errors: the record states it
+    assert first(library, "step 7\n" + head + "  (0) Failed precondition: The card is not set up.\n").line == 2
