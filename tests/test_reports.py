@@ -218,4 +218,5 @@ def test_a_line_that_goes_on_into_a_count_of_root_errors_is_stated_by_the_first(
     found = first(library, "step 7\n" + head + roots)
     assert found.line == 4 and "(0) Failed precondition" in found.text
     # no count of root errors: the record states it
-    assert first(library, "step 7\n" + head + "  (0) Failed precondition: The card is not set up.\n").line == 2
+    alone = "  (0) Failed precondition: The card is not set up.\n"
+    assert first(library, "step 7\n" + head + alone).line == 2
