@@ -264,7 +264,7 @@ def _thrown(c: Candidate) -> bool:
     return following is not None and _STACK.match(following[1]) is not None
 
 
-_RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
+RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
 BOX_REACH = 8  # lines of a launcher's box above the line that reports the death
 
 
@@ -280,7 +280,7 @@ def move_to_box_leads(cands: list[Candidate]) -> None:
         for k in range(1, min(len(before), BOX_REACH) + 1):
             if (c.hit.file_index, c.line - k) in lines:
                 break
-            if _RULE.match(before[-k]):
+            if RULE.match(before[-k]):
                 lead = next((j for j in range(k - 1, 0, -1) if before[-j].strip()), None)
                 # the lead is a sentence (words, single spaces), not a table's heading
                 sentence = (
@@ -297,14 +297,14 @@ def box_lines(hit: Hit) -> list[str]:
     """The lines of the launcher's box ``hit`` sits in, up to its rules (empty when in none)."""
     above: list[str] = []
     for text in reversed(hit.before[-BOX_REACH:]):
-        if _RULE.match(text):
+        if RULE.match(text):
             break
         above.append(text)
     else:
         return []
     below: list[str] = []
     for text in hit.after[:BOX_REACH]:
-        if _RULE.match(text):
+        if RULE.match(text):
             break
         below.append(text)
     return [*reversed(above), hit.text, *below]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from signatures.episodes import SURVIVED_AFTER, TRACEBACK_TITLE
+from signatures.episodes import RULE, SURVIVED_AFTER, TRACEBACK_TITLE
 from signatures.lastlines import TAIL_LINES
 from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
@@ -31,6 +31,7 @@ from signatures.library import Kind, Matcher
 from signatures.lines import LineFacts, unwrap
 from signatures.ncclwarn import NCCL_UNWIND, unwinds_unannounced
 from signatures.progress import is_progress
+from signatures.reports import CODED
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
 from signatures.tracebacks import FRAME, exception_name, is_advice, read_traceback
@@ -85,7 +86,6 @@ _DETAIL = re.compile(r"^(?:[-=*#_~]{3,}|[*\u2022>-]\s|\d{1,2}[.)]\s)")
 # What starts a record of its own, in whatever head a log writes: a time of day or a level word.
 _RECORD_HEAD = re.compile(r"\b\d{1,2}:\d{2}:\d{2}|(?:^|[\s\[|(])(?:ERROR|WARN|WARNING|FATAL|CRITICAL|INFO)\b")
 # A progress count at its total ("iter: 80000/80000", "100%|##########|"): the run finished.
-_CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: ")  # an error code's record: Ascend's "EH9999: ..."
 _FINISHED = re.compile(r"\b(\d+)\s*/\s*\1\b|\b100%")
 _DIGITS = re.compile(r"\d+")
 HEAD = 100  # characters of a line in which a level word is its level
@@ -109,23 +109,23 @@ _MATCHER = Matcher(
 )
 
 
-def _ordinary_after(texts: Sequence[str]) -> list[int]:
+def _ordinary_after(messages: Sequence[str]) -> list[int]:
     # For each line, how many ordinary lines follow it (any process's, info records included; not
     # a record's indented detail, a traceback, advice, another failure statement, a report's rule
     # or list item, or what introduces a list): past SURVIVED_AFTER of them, the text went on.
     # A line said again word for word is counted once: a report printed three times over
     # (Ascend's EH9999 records and their NPU warning) is no output the text went on with, while
     # lines that count on ("eval batch 3 done", "batch 4 done") are.
-    counts = [0] * len(texts)
+    counts = [0] * len(messages)
     ordinary = 0
     seen: set[str] = set()
-    for i in range(len(texts) - 1, -1, -1):
+    for i in range(len(messages) - 1, -1, -1):
         counts[i] = ordinary
-        message = unwrap(texts[i]).message
+        message = messages[i]
         bare = message.strip()
         if not bare or message[:1].isspace() or FRAME.match(bare) or TRACEBACK_TITLE in bare:
             continue
-        if _frame_code(texts, i) or NCCL_UNWIND.search(message):
+        if _frame_code(messages, i) or NCCL_UNWIND.search(message):
             continue  # a frame's code, NCCL's unwinding of a failed call: the failure's own lines
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
             continue
@@ -175,14 +175,16 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     finished = progress is not None and _FINISHED.search(progress[1]) is not None
     after_progress = progress[0] if progress is not None else 0
     texts = [t for _, t in scan.last_lines]
+    read = [unwrap(t) for t in texts]  # each line unwrapped once, for every rule below
+    messages = [f.message for f in read]
     levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
-    went_on = _ordinary_after(texts)
-    unfinished = _unfinished_traceback(texts)
+    went_on = _ordinary_after(messages)
+    unfinished = _unfinished_traceback(messages)
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []
     warning = False  # the line is a warning record's or one of its headless detail lines
     for i, (number, text) in enumerate(scan.last_lines):
-        facts = unwrap(text)
+        facts = read[i]
         level = levels.level(text)
         message = facts.message.strip()
         heads = facts.time is not None or level is not None or _RECORD_HEAD.search(text[:HEAD])
@@ -190,7 +192,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             warning = level == "W" or _WARN_WORD.search(text[:HEAD]) is not None
         if number < after_progress:  # (a line read as progress may say it failed: "epoch 2 timed out")
             continue
-        if finished and level not in FAILING and not _CODED.match(message) and i != unfinished:
+        if finished and level not in FAILING and not CODED.match(message) and i != unfinished:
             continue
         if unwinds_unannounced(texts, i) and went_on[i] < SURVIVED_AFTER:
             # NCCL's unwinding with no WARN above it: the text starts after the WARN
@@ -201,7 +203,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             or _QUIET_WORD.search(text[:HEAD])
             or not message
             or FRAME.match(message)
-            or _frame_code(texts, i)
+            or _frame_code(messages, i)
             or is_advice(message)
             or not (i == unfinished or states_failure(message))
         ):
@@ -231,35 +233,32 @@ def _hit(scan: TextScan, i: int, number: int, text: str, facts: LineFacts, texts
     )
 
 
-def _frame_code(texts: Sequence[str], i: int) -> bool:
+def _frame_code(messages: Sequence[str], i: int) -> bool:
     # The source line Python prints under a traceback frame (`    return run(..., timeout=timeout,`)
     # is code, no statement, indented or not (a paste may lose the indentation): the line above it
     # is the frame.
     if i == 0:
         return False
-    message = unwrap(texts[i]).message.strip()
+    message = messages[i].strip()
     if FRAME.match(message) or TRACEBACK_TITLE in message or exception_name(message) is not None:
         return False  # (a frame with no source to show is followed by the exception itself)
-    return FRAME.match(unwrap(texts[i - 1]).message.strip()) is not None
+    return FRAME.match(messages[i - 1].strip()) is not None
 
 
-def _unfinished_traceback(texts: Sequence[str]) -> int | None:
+def _unfinished_traceback(messages: Sequence[str]) -> int | None:
     # The title of a traceback the text ends inside (frames and their code to the last line, no
     # exception line: the process died printing it, or the paste was cut): the line that opens it
     # ("Scheduler hit an exception: Traceback (most recent call last):") says something failed.
     # Interleaved tracebacks of several processes make one region: its first title opens it.
-    lines = [i for i, t in enumerate(texts) if unwrap(t).message.strip()]
     title = None
-    for i in reversed(lines):
-        message = unwrap(texts[i]).message.strip()
+    for i in reversed([i for i, m in enumerate(messages) if m.strip()]):
+        message = messages[i].strip()
         if TRACEBACK_TITLE in message:
             title = i
-        elif not (FRAME.match(message) or _frame_code(texts, i)):
+        elif not (FRAME.match(message) or _frame_code(messages, i)):
             break
     return title
 
-
-_RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
 
 
 def in_ruled_box(hit: Hit) -> bool:
@@ -275,7 +274,7 @@ def _rule_within(lines: Iterable[str]) -> bool:
         text = unwrap(line).message
         if not text.strip():
             return False
-        if _RULE.match(text):
+        if RULE.match(text):
             return True
     return False
 

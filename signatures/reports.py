@@ -69,7 +69,8 @@ def yield_report_banners(cands: list[Candidate]) -> None:
 
 
 CODE_REACH = 4  # lines below an exception where its coded error records start
-_CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")  # "EJ0001: 2024-05-21-11:57:54 Failed ..."
+# An error code's record: Ascend's "EJ0001: 2024-05-21-11:57:54 Failed ...", "EH9999: Inner Error!"
+CODED = re.compile(r"^[A-Z]{2}[0-9]{4}: +(?P<body>\S.*)$")
 
 
 def move_to_coded_detail(cands: list[Candidate]) -> None:
@@ -83,7 +84,7 @@ def move_to_coded_detail(cands: list[Candidate]) -> None:
         if exception_name(c.hit.facts.message) is None and not record:
             continue
         for k, text in enumerate(c.hit.after[:CODE_REACH], 1):
-            m = _CODED.match(unwrap(text).message)
+            m = CODED.match(unwrap(text).message)
             if m is not None and len(m.group("body").split()) > 3:
                 c.line, c.text = c.hit.line + k, text
                 break
