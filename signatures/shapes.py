@@ -315,15 +315,19 @@ SHAPES: tuple[Shape, ...] = (
             b"return code",
             b"returncode",
             b"terminated with",
+            b"exited with",
         ),
         re.compile(
             r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
-            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)",
+            r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)"
+            # a supervisor's or container runtime's words: "Pod: p exited with code 1"
+            r"|\bexited with (?:code|status) -?[1-9]",
             re.IGNORECASE,
         ),
         pattern=(
             r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]"
             r"|exitcode: -?[1-9]|terminated with (?:exit code|signal)"
+            r"|exited with (?:code|status) -?[1-9]"
         ),
         ignore_case=True,
     ),

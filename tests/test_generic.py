@@ -88,6 +88,12 @@ def test_a_process_death_is_named_when_nothing_states_a_cause(library: Library) 
     assert "process death" in d.why[0]
 
 
+def test_a_process_that_exited_with_a_non_zero_code_in_words_is_a_death(library: Library) -> None:
+    d = run(library, "step 7 loss 1.2\nContainer trainer-2 exited with code 137\n")
+    assert d.status is Status.UNRECOGNIZED and line_of(d) == 2
+    assert run(library, "step 7 loss 1.2\nContainer trainer-2 exited with code 0\n").status is Status.CLEAN
+
+
 def test_a_stated_error_beats_the_death_it_caused(library: Library) -> None:
     log = (
         "RuntimeError: CUDA error: an illegal memory access was encountered\n"
