@@ -30,6 +30,7 @@ from signatures.progress import STEP, Progress
 from signatures.ranking import (
     TIER_BENIGN,
     TIER_DEATH,
+    TIER_UNKNOWN,
     TIER_WRAPPER,
     Candidate,
     candidates,
@@ -166,7 +167,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     ranked = ordered(candidates([h for scan in scans for h in scan.hits], library, progress, stops, ends))
     # Handled errors (retried, carried on from, "Exception ignored") are no finding of their own.
     ranked = [c for c in ranked if c.signature is not None or c.tier != TIER_BENIGN]
-    if not ranked or ranked[0].tier == TIER_DEATH:
+    if not ranked or ranked[0].tier == TIER_DEATH or _death_logged_as_error(ranked[0]):
         # Nothing stated a failure by its shape, or only a death no signature knows: what the
         # texts say in words as they end, before anything else found (what killed a process is
         # said before its death: ROCm's "HW Exception by GPU node-9 ... reason :GPU Hang", then
@@ -295,3 +296,9 @@ def _evidence(c: Candidate, place: Attribution) -> Evidence:
         before=tuple(redact(x) for x in before[-8:]),
         after=tuple(redact(x) for x in after[:8]),
     )
+
+
+def _death_logged_as_error(top: Candidate) -> bool:
+    # A launcher that logs a death at error level ("ERROR:launcher:Rank 0 crashed with exit code
+    # 1.") says no more than the death itself: what the process said before it is the cause.
+    return top.signature is None and top.death and top.tier == TIER_UNKNOWN

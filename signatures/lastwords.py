@@ -44,14 +44,18 @@ _FAILED = re.compile(
     r"|timed?[\s-]?out|times\s+out|lost|died|dead|crash(?:ed|es)?|abort(?:ed|ing)?"
     r"|terminat(?:ed|ing)|refused|denied|unreachable|exceeded|killed|panic|fatal"
     r"|not\s+(?:found|known|responding|reachable)|no\s+such|corrupt(?:ed)?|unexpectedly"
-    r"|stuck|hung|hangs?)\b",
+    r"|stuck|hung|hangs?)\b"
+    # a message that opens with the word ("Error locating target 'x'", "Error: no such device"),
+    # not a metric's name ("Error rate", "error: 0.031")
+    r"|^\s*error\b(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))",
     re.IGNORECASE,
 )
 # Words just before a failure word that make it no statement of one: a negation ("no errors",
 # "0 failed"), or, a few words before, a condition or possibility ("if the link fails", "may time
 # out") or an aim ("to avoid a timeout").
 _NOT_STATED = re.compile(
-    r"(?:\b(?:no|not|zero|without)|\b0)\s*$"
+    # (a 0 after a word is an index, no count: "Rank 0 crashed")
+    r"(?:\b(?:no|not|zero|without)|(?<![A-Za-z]\s)\b0)\s*$"
     r"|\b(?:if|when|whether|unless|may|might|can|could|would|should|in\s+case\s+of|on|upon|avoid|prevent"
     r"|means|usually|probably|likely|possibly|perhaps|suggests?"
     r"|ignor(?:e|ed|ing))\b(?:\s+[^\s,;.:]+){0,3}\s*$",
@@ -61,7 +65,7 @@ _NOT_STATED = re.compile(
 _LEVEL_TOKEN = re.compile(r"(?:^|(?<=[\s\[|(]))(?:ERROR|FATAL|CRITICAL|WARN(?:ING)?)\b")
 # Words after a failure that say it was worked around.
 _WORKED_AROUND = re.compile(
-    r"\b(?:instead|fall(?:ing|s)?\s+back|retry(?:ing)?|default(?:ing|s)?\s+to|setting\s+\S+\s+to|skipping"
+    r"\b(?:instead|fall(?:ing|s)?\s+back|retry(?:ing)?|try(?:ing)?\s+again|default(?:ing|s)?\s+to|setting\s+\S+\s+to|skipping"
     r"|ignoring|continuing|using)\b",
     re.IGNORECASE,
 )
@@ -88,6 +92,7 @@ _RECORD_HEAD = re.compile(r"\b\d{1,2}:\d{2}:\d{2}|(?:^|[\s\[|(])(?:ERROR|WARN|WA
 # A progress count at its total ("iter: 80000/80000", "100%|##########|"): the run finished.
 _FINISHED = re.compile(r"\b(\d+)\s*/\s*\1\b|\b100%")
 _DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"\w+")
 HEAD = 100  # characters of a line in which a level word is its level
 
 WORDS = Shape(
@@ -128,6 +133,8 @@ def _ordinary_after(messages: Sequence[str]) -> list[int]:
         if _frame_code(messages, i) or NCCL_UNWIND.search(message):
             continue  # a frame's code, NCCL's unwinding of a failed call: the failure's own lines
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
+            continue
+        if _retried_in_vain(messages, i):
             continue
         if bare not in seen:
             seen.add(bare)
@@ -205,7 +212,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             or FRAME.match(message)
             or _frame_code(messages, i)
             or is_advice(message)
-            or not (i == unfinished or states_failure(message))
+            or not (i == unfinished or states_failure(message) or _retried_in_vain(messages, i))
         ):
             continue
         shape = _DIGITS.sub("#", message)
@@ -215,6 +222,15 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
         hit = _hit(scan, i, number, text, facts, texts)
         out.append((hit, warning or _WARN_WORD.search(text[:HEAD]) is not None))
     return out
+
+
+def _retried_in_vain(messages: Sequence[str], i: int) -> bool:
+    # A failure said to be retried ("save failed, trying again") whose subject later fails with no
+    # retry ("save failed 3 times, exiting") was not worked around: the first try states it.
+    words = _WORD.findall(messages[i])[:2]
+    if len(words) < 2 or not _FAILED.search(messages[i]):
+        return False
+    return any(_WORD.findall(m)[:2] == words and states_failure(m) for m in messages[i + 1 :])
 
 
 def _hit(scan: TextScan, i: int, number: int, text: str, facts: LineFacts, texts: Sequence[str]) -> Hit:

@@ -64,7 +64,9 @@ ADVICE = re.compile(
     r"|(?:It|This) might be caused by"
     r"|HINT:|Hint:|Tip:|Note: you can"
     r"|To enable traceback see"
-    r"|Please (?:report|file) (?:an issue|a bug))"
+    r"|Please (?:report|file) (?:an issue|a bug)"
+    # how to see more: "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
+    r"|(?:Set|Export|Try setting) (?:the )?env(?:ironment)?\.? var(?:iable)?s? )"
 )
 
 _MAX_WALK = 120

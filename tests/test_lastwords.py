@@ -141,6 +141,12 @@ def test_a_known_failure_keeps_the_lead_over_last_words(library: Library) -> Non
         ("without error", False),
         ("may time out under load", False),
         ("Unable to connect to the endpoint", True),
+        ("Error resolving handler 'pkg.make_loader'", True),  # a message that opens with the word
+        ("Error rate: 0.031", False),
+        ("error: 0.12 acc: 0.9", False),
+        ("worker 0 crashed in step 12", True),  # an index, not a count of none
+        ("done: 12 passed, 0 crashed", False),
+        ("link failed, trying again in 5 s", False),
     ],
 )
 def test_states_failure(message: str, states: bool) -> None:
@@ -210,6 +216,25 @@ def test_what_a_text_says_in_words_before_a_bare_death_states_why_it_died(librar
     assert d.initiating and d.initiating.text == died.rstrip("\n")
     d = run(library, START + box + rule + died)  # a paste that starts inside the box
     assert d.initiating and d.initiating.text == died.rstrip("\n")
+
+
+def test_a_death_a_launcher_logs_as_an_error_gives_way_to_what_was_said_before_it(library: Library) -> None:
+    said = "Error resolving handler 'pkg.make_loader' for key loaders.train\n"
+    advice = "Set the environment variable PKG_FULL_ERROR=1 for a complete stack trace.\n"
+    death = "ERROR:runner.launch:Worker 0 crashed with exit code 1.\n"
+    tail = "Waiting up to 30 seconds for the other workers to stop.\nWorker 0 (PID 4411) exited with code 1\n"
+    assert stated(library, START + said + advice + death + tail) == said.rstrip("\n")
+    # with nothing said before it, the launcher's record names the death
+    assert stated(library, START + death + tail) == death.rstrip("\n")
+
+
+def test_a_failure_retried_in_vain_is_stated_by_its_first_try(library: Library) -> None:
+    tries = "upload failed, trying again\n" * 2
+    given_up = "upload failed 3 times, giving up\n"
+    d = run(library, START + tries + given_up)
+    assert d.initiating and d.initiating.line == 7
+    # a retry that is not followed by its subject failing again is worked around
+    assert stated(library, START + tries) is None
 
 
 def test_an_ending_that_went_as_meant_states_no_failure() -> None:
