@@ -47,7 +47,10 @@ _FAILED = re.compile(
     r"|stuck|hung|hangs?)\b"
     # a message that opens with the word ("Error locating target 'x'", "Error: no such device"),
     # not a metric's name ("Error rate", "error: 0.031")
-    r"|^\s*error\b(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))",
+    r"|^\s*error\b(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))"
+    # the cause of an ending or a stop: "Exiting due to exception: ...", "stopped with an error"
+    r"|\b(?:due\s+to|because\s+of|with)\s+(?:an?\s+)?(?:(?:unhandled|uncaught|fatal)\s+)?(?:exception|error)\b"
+    r"(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))",
     re.IGNORECASE,
 )
 # Words just before a failure word that make it no statement of one: a negation ("no errors",

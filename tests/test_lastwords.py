@@ -147,6 +147,9 @@ def test_a_known_failure_keeps_the_lead_over_last_words(library: Library) -> Non
         ("worker 0 crashed in step 12", True),  # an index, not a count of none
         ("done: 12 passed, 0 crashed", False),
         ("link failed, trying again in 5 s", False),
+        ("Exiting due to exception: sizes 4 and 5 differ", True),  # the cause of an ending
+        ("the loop stopped with an unhandled exception", True),
+        ("finished with error rate 0.2", False),
     ],
 )
 def test_states_failure(message: str, states: bool) -> None:
