@@ -83,6 +83,7 @@ from signatures.stops import (
     demote_step_beside_job,
     demote_teardown,
     demote_warnings_after_finish,
+    yield_reactions_to_kills,
     yield_stops_to_stated_failures,
 )
 from signatures.tracebacks import exception_name, recovered
@@ -168,6 +169,7 @@ def candidates(
     demote_warnings_after_finish(out, list(finishes))
     demote_step_beside_job(out)
     yield_stops_to_stated_failures(out, time_order)
+    yield_reactions_to_kills(out)
     name_diverged_lists(out, library)
     return out
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from signatures.candidate import TIER_BENIGN, TIER_DEATH, TIER_DOWNSTREAM, TIER_UNKNOWN, Candidate
 from signatures.lines import unwrap
+from signatures.tracebacks import exception_name
 
 TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
 
@@ -97,6 +98,29 @@ def yield_stops_to_stated_failures(
         before = [c.tier for c in stated if time_order(c, v) < 0]
         if before:
             v.tier, v.yields = max(v.tier, min(before)), True
+
+
+# A verdict that the scheduler killed the job's processes, for memory or a lost node: it is printed
+# once the step has ended, after what the processes said as they died.
+_KILL_VERDICT = re.compile(
+    r"oom[-_]kill event|\bOUT_OF_MEMORY\b|\bNODE_FAIL\b|DUE TO (?:PREEMPTION|NODE FAIL)|\bOOMKill|\bEvicted\b"
+)
+KILL_REACH = 20  # lines above a kill verdict where its processes' last errors stand
+
+
+def yield_reactions_to_kills(cands: list[Candidate]) -> None:
+    """An exception no signature knows, printed just above a scheduler's verdict that it killed the
+    job's processes (an OOM kill, a lost node, a preemption, an eviction), is how a process met
+    that kill (Ray Tune's "Trials did not complete", then slurmstepd's "Detected 8 oom-kill
+    event(s)"): the verdict states the failure."""
+    for v in cands:
+        if "scheduler-verdict" not in v.shapes or v.tier >= TIER_DEATH or not _KILL_VERDICT.search(v.text):
+            continue
+        for c in cands:
+            near = c.hit.file_index == v.hit.file_index and 0 < v.line - c.line <= KILL_REACH
+            raised = exception_name(c.hit.facts.message.strip()) is not None  # a process's, not srun's
+            if near and raised and c.signature is None and c.tier <= TIER_UNKNOWN:
+                c.tier, c.yields = max(c.tier, TIER_DOWNSTREAM), True
 
 
 _STEP_DAEMON = re.compile(r"(?:^|[\s:])slurmstepd(?:-[\w.-]+)?: ")  # after any label
