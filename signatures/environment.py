@@ -61,11 +61,14 @@ FACTS: tuple[FactPattern, ...] = (
     ),
     # A process stating its own rank in its settings ("self.dist_rank: 1", "global_rank=3",
     # "RANK: 2", "{'rank': 3, ...}"): a line or a field that begins with the key, not a sentence
-    # ("Waiting for rank: 4"). attribution.py trusts it only in a log of that one process.
+    # ("Waiting for rank: 4"), or its rank beside the count of all ("nranks: 2 local rank: 1":
+    # Paddle's communicator, whose ranks are the job's). attribution.py trusts it only in a log of
+    # that one process.
     _fact(
         "declared_rank",
-        r"(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)(?P<v>[0-9]+)\b",
-        scan=r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]",
+        r"(?:(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)"
+        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?)(?P<v>[0-9]+)\b",
+        scan=r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]",
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
     _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),

@@ -87,6 +87,14 @@ _NON_FINITE = (
 )
 
 
+# TensorFlow's status kinds by name, as a root error prints them ("(0) Invalid argument: ...");
+# "Out of range" (an input's end) and "Cancelled" (a consequence) state no failure of their own.
+_TF_ROOT_KINDS = (
+    "Internal", "Invalid argument", "Resource exhausted", "Failed precondition", "Unavailable",
+    "Aborted", "Unknown", "Not found", "Data loss", "Deadline exceeded", "Permission denied",
+    "Unimplemented",
+)
+
 SHAPES: tuple[Shape, ...] = (
     Shape(
         "cpp-exception",
@@ -103,7 +111,8 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "a failed C/CUDA assertion",
         (b"Assertion ", b"Check failed: "),
-        re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] )Check failed: "),
+        # a Check after glog's head ("file.cc:12] ") or a source location ("file.h:100: ", dmlc)
+        re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] |\.\w{1,4}:\d+: )Check failed: "),
         pattern=(r"Assertion [`'][^\n]*['`] failed|Check failed: "),
     ),
     Shape(
@@ -157,9 +166,11 @@ SHAPES: tuple[Shape, ...] = (
             b"cuda runtime error (",
             *(f"nccl{code}".encode() for code in ("Unhandled", "System", "Internal", "Invalid", "Remote")),
             b"error=",
+            *(f") {kind}: ".encode() for kind in _TF_ROOT_KINDS),  # TensorFlow's "(1) Internal: ..."
         ),
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
+            rf"|^\s*\(\d+\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
             r"|\bResource exhausted: |\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
@@ -168,6 +179,7 @@ SHAPES: tuple[Shape, ...] = (
             r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|Resource exhausted: |CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \("
             r"|error=-?[1-9]"
+            rf"|\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
             r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
         ),
     ),

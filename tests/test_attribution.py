@@ -214,6 +214,13 @@ def test_one_process_stating_its_rank_in_its_settings_is_that_rank(library: Libr
     assert where(run(library, f"local_rank: 3\n{BOOM}\n"))[0] is None
 
 
+def test_a_rank_beside_the_count_of_all_ranks_is_the_processs_own(library: Library) -> None:
+    # Paddle's communicator: "nranks: 4 local rank: 2", its ranks the job's
+    init = "I1005 20:24:27.297324 30412 comm.cc:74] init comm context nranks: 4 local rank: 2 gpu id: 2\n"
+    assert where(run(library, f"{init}{BOOM}\n"))[0] == 2
+    assert where(run(library, f"init comm context local rank: 2 gpu id: 2\n{BOOM}\n"))[0] is None
+
+
 def test_a_rank_named_in_a_sentence_is_no_setting(library: Library) -> None:
     # "Waiting for rank: 3" names a peer, "Local rank: 3" a per-node index: neither is the log's own
     for line in ("Waiting for rank: 3 to join\n", "Local rank: 3\n"):

@@ -58,6 +58,7 @@ def line_of(d: Diagnosis) -> int | None:
         ("INFO:tf:Error reported to Coordinator: <class 'tf.errors.InvalidArgumentError'>, bad", "reported"),
         ("[E socket.cpp:500] [c10d] failed to bind (errno: 98 - Address already in use).", "errno"),
         ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor", "TF1 exception"),
+        ("  (1) Internal:  Collective Op has group_size 8 but that group has size 4", "root error by name"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
@@ -66,6 +67,17 @@ def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
     d = run(library, f"step 1 loss 2.0\n{line}\n")
     assert d.status is Status.UNRECOGNIZED, (shape, d.why)
     assert line_of(d) == 2
+
+
+def test_a_check_after_a_source_location_is_stated_before_the_abort_that_repeats_it(library: Library) -> None:
+    check = "[11:08:16] src/io/iter_loader.h:100: Check failed: n > 0 too few inputs\n"
+    thrown = "terminate called after throwing an instance of 'dmlc::Error'\n  what():  " + check
+    assert line_of(run(library, check + thrown + "Aborted\n")) == 1
+
+
+def test_a_root_error_of_an_inputs_end_or_a_cancellation_states_nothing(library: Library) -> None:
+    for line in ("  (0) Out of range: End of sequence", "  (1) Cancelled: the step was cancelled"):
+        assert run(library, f"step 1 loss 2.0\n{line}\n").status is Status.CLEAN, line
 
 
 def test_a_tensorflow_status_logged_as_a_warning_right_before_a_traceback_states_it(library: Library) -> None:
