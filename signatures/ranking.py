@@ -198,10 +198,16 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
     # that only announces ("Rank[2] failed.": a few words, no cause) gives way to any exception.
     generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
     raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
-    for c in cands:
-        if c.signature is not None or c.tier != TIER_UNKNOWN:
-            continue
-        header = leads_into_traceback(c, generic)
+    unknown = [c for c in cands if c.signature is None and c.tier == TIER_UNKNOWN]
+    headers: dict[tuple[int, int], int] = {}  # (file, line) of a statement: the header it leads into
+    for c in sorted(unknown, key=lambda c: (c.hit.file_index, -c.hit.line)):
+        # a statement above another that leads into a traceback leads into it too, however many
+        # statements of the failure stand between (the same cuBLAS error for twelve calls)
+        header = leads_into_traceback(c, generic) or headers.get((c.hit.file_index, _next_line(c)))
+        if header is not None:
+            headers[(c.hit.file_index, c.hit.line)] = header
+    for c in unknown:
+        header = headers.get((c.hit.file_index, c.hit.line))
         if header is None:
             continue
         ending = first_after(raised, c.hit.file_index, header)
@@ -212,6 +218,11 @@ def _promote_episode_leads(cands: list[Candidate]) -> None:
             c.tier = TIER_INITIATING
         elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
             c.tier, c.yields = max(c.tier, ending.tier), True
+
+
+def _next_line(c: Candidate) -> int:
+    # the number of the first line below ``c``'s that is not blank
+    return next((c.hit.line + k for k, t in enumerate(c.hit.after, 1) if t.strip()), c.hit.line + 1)
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:

@@ -166,6 +166,7 @@ SHAPES: tuple[Shape, ...] = (
             b"cuda runtime error (",
             *(f"nccl{code}".encode() for code in ("Unhandled", "System", "Internal", "Invalid", "Remote")),
             b"error=",
+            b"error: ",
             *(f") {kind}: ".encode() for kind in _TF_ROOT_KINDS),  # TensorFlow's "(1) Internal: ..."
         ),
         re.compile(
@@ -173,12 +174,13 @@ SHAPES: tuple[Shape, ...] = (
             rf"|^\s*\(\d+\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
             r"|\bResource exhausted: |\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
+            r"|\berror: -?[1-9]\d*\)"  # a code closing a call's report: "(m: 768, k: 64, error: 13)"
             r"|\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
         ),
         pattern=(
             r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|Resource exhausted: |CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \("
-            r"|error=-?[1-9]"
+            r"|error=-?[1-9]|error: -?[1-9][0-9]*\)"
             rf"|\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
             r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
         ),

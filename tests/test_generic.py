@@ -59,6 +59,7 @@ def line_of(d: Diagnosis) -> int | None:
         ("[E socket.cpp:500] [c10d] failed to bind (errno: 98 - Address already in use).", "errno"),
         ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor", "TF1 exception"),
         ("  (1) Internal:  Collective Op has group_size 8 but that group has size 4", "root error by name"),
+        ("!!!! gemm call went wrong. (m: 768, n: 4608, k: 3072, error: 13)", "a code closing a report"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
@@ -219,6 +220,14 @@ def test_a_statement_just_before_an_unknown_traceback_leads_it(library: Library)
         "RuntimeError: DataLoader worker (pid 7579) is killed by signal: Bus error.\n"
     )
     assert line_of(run(library, log)) == 1
+
+
+def test_a_long_run_of_statements_before_a_traceback_is_led_by_its_first(library: Library) -> None:
+    said = "".join(f"!!!! gemm call went wrong. (m: {64 * i}, n: 384, k: 64, error: 13)\n" for i in range(1, 14))
+    traceback = 'Traceback (most recent call last):\n  File "run.py", line 9, in <module>\n    main()\n'
+    assert line_of(run(library, "step 1 loss 2.0\n" + said + traceback)) == 2
+    # a code that is a metric's value is none
+    assert run(library, "step 1 loss 2.0\ntrain error: 0.13 (best)\n").status is Status.CLEAN
 
 
 def test_kernel_assertions_before_a_traceback_lead_it(library: Library) -> None:
