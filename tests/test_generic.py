@@ -223,7 +223,7 @@ def test_a_statement_just_before_an_unknown_traceback_leads_it(library: Library)
 
 
 def test_a_long_run_of_statements_before_a_traceback_is_led_by_its_first(library: Library) -> None:
-    said = "".join(f"!!!! gemm call went wrong. (m: {64 * i}, n: 384, k: 64, error: 13)\n" for i in range(1, 14))
+    said = "".join(f"!!!! gemm call went wrong. (m: {64 * i}, k: 64, error: 13)\n" for i in range(1, 14))
     traceback = 'Traceback (most recent call last):\n  File "run.py", line 9, in <module>\n    main()\n'
     assert line_of(run(library, "step 1 loss 2.0\n" + said + traceback)) == 2
     # a code that is a metric's value is none
