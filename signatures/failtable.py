@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, TIER_WRAPPER, Candidate
 from signatures.lines import unwrap
 
 _FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*?)\s*$")
@@ -141,6 +141,25 @@ def demote_later_root_causes(cands: list[Candidate]) -> None:
     for t, c in timed:
         if t > first:
             _later_entry(c)
+
+
+_SIGNALLED = re.compile(r"^-\d+\b")  # an exit code that is a signal's number, negated
+
+
+def demote_agent_kills(cands: list[Candidate]) -> None:
+    """An entry whose rank died of a signal (exit code -9, -15) at a later time than another
+    entry's failure was killed by the agent itself: once one worker fails, torchrun sends the
+    others SIGTERM, then SIGKILL when they have not ended within its grace period. Its signal
+    says nothing of the host (no OOM killer): it is the table's report of a tear-down."""
+    timed = [
+        (t, c, fields)
+        for c in cands
+        if (fields := entry_fields(c.hit.before, c.hit.text, c.hit.after)) and (t := fields.get("time"))
+    ]
+    for t, c, fields in timed:
+        earlier = any(u < t and x.hit.file_index == c.hit.file_index for u, x, _ in timed)
+        if earlier and _SIGNALLED.match(fields.get("exitcode", "")):  # any field of that entry
+            c.tier, c.yields = max(c.tier, TIER_WRAPPER), True
 
 
 def _later_entry(c: Candidate) -> None:

@@ -58,7 +58,7 @@ from signatures.episodes import (
     move_to_stated_detail,
     stack_of_quiet_record,
 )
-from signatures.failtable import demote_later_root_causes, demote_other_entries
+from signatures.failtable import demote_agent_kills, demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
@@ -165,6 +165,7 @@ def candidates(
     _demote_late_unknowns(out)
     demote_other_entries(out)
     demote_later_root_causes(out)
+    demote_agent_kills(out)
     demote_teardown(out, list(stops))
     demote_warnings_after_finish(out, list(finishes))
     demote_step_beside_job(out)

@@ -65,3 +65,25 @@ def test_a_positive_exit_code_is_no_signal() -> None:
     abort = _diagnose(_table(_entry(0, 3, -6)))
     assert abort.signature and abort.signature.id == "rank-exited-on-signal" and abort.initiating
     assert abort.initiating.rank == 3
+
+
+def _killed(n: int, rank: int, time: str) -> str:
+    # an entry the agent killed: exit code -9 and the traceback field's SIGKILL
+    return (
+        _entry(n, rank, 1, time=time)
+        .replace("exitcode  : 1", "exitcode  : -9")
+        .replace(
+            "traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+            f"traceback : Signal 9 (SIGKILL) received by PID 166{rank:02d}",
+        )
+    )
+
+
+def test_a_rank_killed_after_another_failed_was_killed_by_the_agent_not_the_host() -> None:
+    # once rank 3 failed, the agent sent the others SIGTERM, then SIGKILL 31 s later
+    first, later = "2026-09-07_13:02:58", "2026-09-07_13:03:29"
+    d = _diagnose("Failures:\n" + _entry(1, 3, 1, time=first) + _killed(2, 0, later))
+    assert d.signature is None or d.signature.id != "host-oom-killer-sigkill"
+    # killed first, at the earliest time: its signal is the failure
+    alone = _diagnose("Failures:\n" + _killed(1, 0, first) + _entry(2, 3, 1, time=later))
+    assert alone.signature and alone.signature.id == "host-oom-killer-sigkill"
