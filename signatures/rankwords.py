@@ -82,12 +82,14 @@ def speaker_rank(message: str) -> int | None:
     """The rank a message says is speaking, or None when it names none or only peers."""
     if (m := _BRACKET_SUBJECT.search(message)) is not None:
         return int(m.group("n"))
+    peers: set[int] = set()  # a rank the message named as a peer stays one when named again
     for m in _MENTION.finditer(message):
         if m.group("local") or _LOCAL_ONLY.search(message[max(0, m.start() - 6) : m.start()]):
             continue
         if within_group(message, m.start()):
             continue
-        if is_peer(message, m.start(), m.end()):
+        if is_peer(message, m.start(), m.end()) or int(m.group("n")) in peers:
+            peers.add(int(m.group("n")))  # ("disagreement between rank0 and rank6: rank0: [...]")
             continue
         if m.group("word").lower() != "rank" and other_kind(message, m.start()):
             continue

@@ -69,6 +69,9 @@ def test_a_ctime_timestamp_orders_lines_and_hides_no_tag_from_learning() -> None
         ("launcher: lost the connection with rank 6", None),  # a preposition, no process named
         ("launcher: processes with ranks=[2, 6] were aborted", None),  # a list names no one
         ("launcher: the worker with rank=[2, 6] was aborted", None),
+        # a rank named as a peer stays one when the message names it again
+        ("RuntimeError: mismatch between rank0 and rank6: rank0: [1, 2] rank6: [1, 3]", None),
+        ("RuntimeError: rank3: my buffer differs", 3),
     ],
 )
 def test_a_launchers_verdict_naming_one_failed_process_gives_its_rank(message: str, rank: int | None) -> None:
