@@ -32,7 +32,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from signatures.bursts import announces_only, move_announcements_to_detail, move_to_restatements
+from signatures.bursts import move_announcements_to_detail, move_to_restatements
 from signatures.candidate import (
     TIER_BENIGN,
     TIER_DEATH,
@@ -49,9 +49,7 @@ from signatures.episodes import (
     box_lines,
     carried_on,
     drop_wrapped_halves,
-    first_after,
     keep_thrown_statements,
-    leads_into_traceback,
     move_introductions,
     move_to_box_leads,
     move_to_captured_output,
@@ -60,6 +58,7 @@ from signatures.episodes import (
 )
 from signatures.failtable import demote_agent_kills, demote_later_root_causes, demote_other_entries
 from signatures.hits import Hit
+from signatures.leads import promote_episode_leads
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.ncclwarn import nccl_fell_back
@@ -158,7 +157,7 @@ def candidates(
     out = move_to_first_root_error(move_to_unwound_warnings(out))
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     out = move_announcements_to_detail(move_to_restatements(out))
-    _promote_episode_leads(out)
+    promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
     demote_recovered_metrics(out, progress)
@@ -188,42 +187,6 @@ def _demote_survived_errors(cands: list[Candidate]) -> None:
         later = [x for x in cands if x is not c and x.tier < TIER_BENIGN and time_order(c, x) < 0]
         if not later:
             c.tier = TIER_BENIGN
-
-
-def _promote_episode_leads(cands: list[Candidate]) -> None:
-    # A statement printed just before a traceback ("ERROR: Unexpected bus error encountered in
-    # worker", the kernel's `Assertion ... failed` lines) states the failure the traceback ends
-    # in, first. When no signature knows that exception, the statement leads: it is earlier;
-    # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
-    # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError). A statement
-    # that only announces ("Rank[2] failed.": a few words, no cause) gives way to any exception.
-    generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
-    raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
-    unknown = [c for c in cands if c.signature is None and c.tier == TIER_UNKNOWN]
-    headers: dict[tuple[int, int], int] = {}  # (file, line) of a statement: the header it leads into
-    for c in sorted(unknown, key=lambda c: (c.hit.file_index, -c.hit.line)):
-        # a statement above another that leads into a traceback leads into it too, however many
-        # statements of the failure stand between (the same cuBLAS error for twelve calls)
-        header = leads_into_traceback(c, generic) or headers.get((c.hit.file_index, _next_line(c)))
-        if header is not None:
-            headers[(c.hit.file_index, c.hit.line)] = header
-    for c in unknown:
-        header = headers.get((c.hit.file_index, c.hit.line))
-        if header is None:
-            continue
-        ending = first_after(raised, c.hit.file_index, header)
-        unknown_end = ending is not None and ending.signature is None and ending.tier < TIER_BENIGN
-        if ending is not None and unknown_end and announces_only(c):
-            c.tier, c.yields = max(c.tier, ending.tier), True  # "Rank[2] failed.": the traceback says what
-        elif ending is None or ending.signature is None:
-            c.tier = TIER_INITIATING
-        elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
-            c.tier, c.yields = max(c.tier, ending.tier), True
-
-
-def _next_line(c: Candidate) -> int:
-    # the number of the first line below ``c``'s that is not blank
-    return next((c.hit.line + k for k, t in enumerate(c.hit.after, 1) if t.strip()), c.hit.line + 1)
 
 
 def _demote_late_unknowns(cands: list[Candidate]) -> None:
