@@ -282,6 +282,9 @@ SHAPES: tuple[Shape, ...] = (
             b"Floating point exception",
             b"Aborted",
             b"Killed",
+            b"zsh: ",  # zsh's report of a job's signal, in lower case
+            b"bus error",
+            b"segmentation fault",
             b"signal",
             b"Signal ",
             b"eceived SIG",
@@ -296,6 +299,8 @@ SHAPES: tuple[Shape, ...] = (
             r"Segmentation fault|core dumped"
             r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)(?:[ \t(:.]|$)"
             r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
+            # zsh's: "zsh: segmentation fault  python train.py", "[1]    15017 bus error  python ..."
+            r"|(?:^zsh: |^\[\d+\] +\d+ )(?:killed|abort|bus error|segmentation fault|illegal hardware instruction)\b"
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
@@ -308,6 +313,8 @@ SHAPES: tuple[Shape, ...] = (
             r"Segmentation fault|core dumped"
             r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)"
             r"|[0-9] +(?:Killed|Aborted|Segmentation fault|Bus error) "
+            r"|zsh: (?:killed|abort|bus error|segmentation fault|illegal hardware instruction)"
+            r"|\] +[0-9]+ (?:killed|abort|bus error|segmentation fault|illegal hardware instruction)"
             r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
             r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"

@@ -60,6 +60,8 @@ def line_of(d: Diagnosis) -> int | None:
         ("ResourceExhaustedError (see above for traceback): OOM when allocating tensor", "TF1 exception"),
         ("  (1) Internal:  Collective Op has group_size 8 but that group has size 4", "root error by name"),
         ("!!!! gemm call went wrong. (m: 768, n: 4608, k: 3072, error: 13)", "a code closing a report"),
+        ("zsh: segmentation fault  python train.py", "zsh's report of a signal"),
+        ("[1]    15017 bus error  python3 train.py", "zsh's job report"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
