@@ -300,7 +300,8 @@ SHAPES: tuple[Shape, ...] = (
             r"|^[ \t]*(?:Bus error|Illegal instruction|Floating point exception|Aborted|Killed)(?:[ \t(:.]|$)"
             r"|\b\d+ +(?:Killed|Aborted|Segmentation fault|Bus error) "  # the shell's job report
             # zsh's: "zsh: segmentation fault  python train.py", "[1]    15017 bus error  python ..."
-            r"|(?:^zsh: |^\[\d+\] +\d+ )(?:killed|abort|bus error|segmentation fault|illegal hardware instruction)\b"
+            r"|(?:^zsh: |^\[\d+\] +\d+ )"
+            r"(?:killed|abort|bus error|segmentation fault|illegal hardware instruction)\b"
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
