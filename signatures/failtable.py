@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from signatures.candidate import TIER_BENIGN, TIER_DOWNSTREAM, TIER_WRAPPER, Candidate
 from signatures.lines import unwrap
 
-_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*?)\s*$")
+# torch 1.9-1.10 wrote "Root Cause:", then "Other Failures:", and a "msg" field
+_FIELD = re.compile(r"^\s*(?P<key>time|host|rank|exitcode|error_file|traceback|msg)\s*: ?(?P<value>.*?)\s*$")
 _ENTRY = re.compile(r"^\s*\[\d+\]:\s*$")
-_ROOT_CAUSE_HEAD = re.compile(r"^\s*Root Cause \(first observed failure\):\s*$")
-_FAILURES_HEAD = re.compile(r"^\s*Failures:\s*$")
+_ROOT_CAUSE_HEAD = re.compile(r"^\s*Root Cause(?: \(first observed failure\))?:\s*$")
+_FAILURES_HEAD = re.compile(r"^\s*(?:Other )?Failures:\s*$")
 _SECTION_RULE = re.compile(r"^\s*-{20,}\s*$")  # between the Failures and Root Cause sections
 _TABLE_END = re.compile(r"^\s*={20,}\s*$")
 _RANK = re.compile(r"^(?P<rank>\d+) \(local_rank: \d+\)")
@@ -120,11 +121,15 @@ def demote_other_entries(cands: list[Candidate]) -> None:
     # (rank, the traceback field's signal) say the same of it and yield to that line
     statements = [c for c in fields if is_exit_field(c.hit.text)]
     for c in cands:
-        if (is_root_cause_head(c.hit.text) or (c in fields and c not in statements)) and any(
-            s.hit.file_index == c.hit.file_index and abs(s.hit.line - c.hit.line) <= TABLE_REACH
+        near = [
+            s
             for s in statements
-        ):
+            if s.hit.file_index == c.hit.file_index and abs(s.hit.line - c.hit.line) <= TABLE_REACH
+        ]
+        if (is_root_cause_head(c.hit.text) or (c in fields and c not in statements)) and near:
             c.yields = True
+            if c.signature is None:  # a field no signature knows ("msg: ...") says no more than it
+                c.tier = max(c.tier, min(s.tier for s in near))
 
 
 def demote_later_root_causes(cands: list[Candidate]) -> None:

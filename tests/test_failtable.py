@@ -87,3 +87,16 @@ def test_a_rank_killed_after_another_failed_was_killed_by_the_agent_not_the_host
     # killed first, at the earliest time: its signal is the failure
     alone = _diagnose("Failures:\n" + _killed(1, 0, first) + _entry(2, 3, 1, time=later))
     assert alone.signature and alone.signature.id == "host-oom-killer-sigkill"
+
+
+def test_the_older_layout_root_cause_other_failures_and_msg_is_read_the_same() -> None:
+    # torch 1.9-1.10: "Root Cause:" first, "Other Failures:" after, and a msg field
+    def entry(n: int, rank: int, pid: int) -> str:
+        return (
+            f"[{n}]:\n  time: 2025-02-20_22:01:20\n  rank: {rank} (local_rank: {rank})\n"
+            f'  exitcode: 1 (pid: {pid})\n  error_file: <N/A>\n  msg: "Process failed with exitcode 1"\n'
+        )
+
+    text = f"train.py FAILED\n{THICK}\nRoot Cause:\n{entry(0, 0, 866229)}{THICK}\nOther Failures:\n"
+    d = _diagnose(text + entry(1, 1, 866230))
+    assert d.initiating and "(pid: 866229)" in d.initiating.text
