@@ -117,7 +117,7 @@ _MATCHER = Matcher(
 )
 
 
-def _ordinary_after(messages: Sequence[str]) -> list[int]:
+def _ordinary_after(messages: Sequence[str], in_vain: set[int]) -> list[int]:
     # For each line, how many ordinary lines follow it (any process's, info records included; not
     # a record's indented detail, a traceback, advice, another failure statement, a report's rule
     # or list item, or what introduces a list): past SURVIVED_AFTER of them, the text went on.
@@ -137,8 +137,8 @@ def _ordinary_after(messages: Sequence[str]) -> list[int]:
             continue  # a frame's code, NCCL's unwinding of a failed call: the failure's own lines
         if is_advice(bare) or states_failure(bare) or _DETAIL.match(bare) or bare.endswith(":"):
             continue
-        if _retried_in_vain(messages, i):
-            continue
+        if i in in_vain:
+            continue  # a failure said to be retried, whose retries failed too
         if bare not in seen:
             seen.add(bare)
             ordinary += 1
@@ -188,7 +188,8 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
     read = [unwrap(t) for t in texts]  # each line unwrapped once, for every rule below
     messages = [f.message for f in read]
     levels = learn_levels(texts)  # where this text writes a record's level (levels.py)
-    went_on = _ordinary_after(messages)
+    in_vain = {i for i in range(len(messages)) if _retried_in_vain(messages, i)}
+    went_on = _ordinary_after(messages, in_vain)
     unfinished = _unfinished_traceback(messages)
     survived: set[str] = set()
     out: list[tuple[Hit, bool]] = []
@@ -215,7 +216,7 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             or FRAME.match(message)
             or _frame_code(messages, i)
             or is_advice(message)
-            or not (i == unfinished or states_failure(message) or _retried_in_vain(messages, i))
+            or not (i == unfinished or states_failure(message) or i in in_vain)
         ):
             continue
         shape = _DIGITS.sub("#", message)

@@ -25,9 +25,9 @@ def promote_episode_leads(cands: list[Candidate]) -> None:
     # when one does, the statement gives way to it (Tune's "Trial task failed" over the actor's
     # ActorDiedError; vLLM's "EngineCore failed to start." over its logged ValueError). A statement
     # that only announces ("Rank[2] failed.": a few words, no cause) gives way to any exception.
-    generic = {(c.hit.file_index, c.line) for c in cands if c.signature is None and c.tier == TIER_UNKNOWN}
-    raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     unknown = [c for c in cands if c.signature is None and c.tier == TIER_UNKNOWN]
+    generic = {(c.hit.file_index, c.line) for c in unknown}
+    raised = [x for x in cands if x.hit.matcher.kind is Kind.EXCEPTION or exception_name(x.hit.facts.message)]
     headers: dict[tuple[int, int], int] = {}  # (file, line) of a statement: the header it leads into
     for c in sorted(unknown, key=lambda c: (c.hit.file_index, -c.hit.line)):
         # a statement above another that leads into a traceback leads into it too, however many
