@@ -31,6 +31,7 @@ class Candidate:
     death: bool = False  # the line also reports how a process died (exit code, signal)
     shapes: frozenset[str] = frozenset()  # every generic shape the line has
     yields: bool = False  # a line of torchrun's failure table that is not the first failure's statement
+    head: Hit | None = None  # the tagged record that opened this untagged line's report: whose it is
 
     @property
     def role(self) -> str:

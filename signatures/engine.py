@@ -191,7 +191,7 @@ def assemble(scans: Sequence[TextScan], library: Library) -> Diagnosis:
     top = ranked[0]
     sig = top.signature
     who = roster(scans, facts)
-    place = attribute(top.hit, top.line, who)
+    place = attribute(top.head or top.hit, top.line, who)
     outcome = judge(top, ranked, progress)
     groups = downstream_groups(ranked[1:], top, scans, lambda h: rank_for_grouping(h, who))
     initiating = _evidence(top, place)

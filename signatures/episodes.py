@@ -171,7 +171,7 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
     at = {(c.hit.file_index, c.line): c for c in cands}
     gone: set[int] = set()
     for c in cands:
-        if c.death or id(c) in gone or not _carries_exception(c):
+        if c.death or id(c) in gone or not carries_exception(c):
             continue
         itself = introduces(c.hit.facts.message)  # "RuntimeError: Internal Triton PTX codegen error: "
         if itself:
@@ -197,7 +197,7 @@ def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
     return [c for c in cands if id(c) not in gone]
 
 
-def _carries_exception(c: Candidate) -> bool:
+def carries_exception(c: Candidate) -> bool:
     return c.line == c.hit.line and (
         "reported-exception" in c.shapes or exception_name(c.hit.facts.message) is not None
     )
@@ -212,7 +212,7 @@ def _next_text(after: Sequence[str], start: int) -> tuple[int, str] | None:
 
 
 EPISODE_GAP = 2  # lines apart that two lines of one signature and one process are one episode
-_STACK = re.compile(r"^\s*(?:Exception raised from |frame #0: |Traceback \(most recent call last\))")
+STACK_START = re.compile(r"^\s*(?:Exception raised from |frame #0: |Traceback \(most recent call last\))")
 
 
 def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
@@ -261,7 +261,7 @@ _DIGITS = re.compile(r"\d+")
 
 def _thrown(c: Candidate) -> bool:
     following = _next_text(c.hit.after, 0)
-    return following is not None and _STACK.match(following[1]) is not None
+    return following is not None and STACK_START.match(following[1]) is not None
 
 
 RULE = re.compile(r"^\s*[-=*]{20,}\s*$")
@@ -328,60 +328,3 @@ def stack_of_quiet_record(hit: Hit) -> bool:
         if exception_name(facts.message.lstrip()) is not None or HEADER.match(facts.message):
             return False  # the stack of an exception of its own
     return False
-
-
-_CHAINED = re.compile(r"^\s*\.?[A-Za-z_][\w.]*: \S")  # "ncclInternalError: Internal check failed."
-# A header that introduces the cause: "Last error:", "Caused by:", "Reason:", "Error details:".
-_DETAIL_HEAD = re.compile(
-    r"^\s*(?:(?:last|root|underlying|original|error|the) )?"
-    r"(?:error|errors|reason|cause|caused by|details?)\s*:\s*$",
-    re.IGNORECASE,
-)
-
-
-def move_to_stated_detail(cands: list[Candidate]) -> list[Candidate]:
-    """A library's error that goes on into its own detail states the cause there.
-
-    ``DistBackendError: NCCL error ..., internal error`` (and its ``ncclInternalError: Internal
-    check failed.``), then a short header ("Last error:"), then ``Net : Connection closed by remote
-    peer``: the detail is the most specific statement of the cause and the evidence moves to it.
-    Its own signature names it when it has one (whatever its role: here it is this process's own
-    cause), else the carrier's does.
-    """
-    at = {(c.hit.file_index, c.line): c for c in cands}
-    gone: set[int] = set()
-    moved: set[tuple[int, int]] = set()
-    for c in cands:
-        carrier = _carries_exception(c) or (c.line == c.hit.line and _CHAINED.match(c.hit.facts.message))
-        if c.death or id(c) in gone or not carrier:
-            continue
-        after = [unwrap(t).message for t in c.hit.after[:4]]
-        k = 0
-        while k < 2 and k < len(after) and _CHAINED.match(after[k]):
-            k += 1  # the same report's chain: "ncclInternalError: Internal check failed."
-        if k + 1 >= len(after) or not _DETAIL_HEAD.match(after[k]) or not _a_detail(after[k + 1]):
-            continue
-        if _DIGITS.sub("#", after[k + 1].strip()) in _DIGITS.sub("#", c.hit.facts.message):
-            continue  # an empty detail, then the same error again (another process's, interleaved)
-        where = (c.hit.file_index, c.line + k + 2)
-        inner = at.get(where)
-        if (inner is not None and inner.signature is not None) or where in moved:
-            if inner is not None:
-                inner.tier = min(inner.tier, c.tier)
-            gone.add(id(c))
-            continue
-        if inner is not None:
-            gone.add(id(inner))
-        c.line, c.text = where[1], c.hit.after[k + 1]
-        moved.add(where)
-    return [c for c in cands if id(c) not in gone]
-
-
-def _a_detail(message: str) -> bool:
-    text = message.strip()
-    return (
-        bool(text)
-        and exception_name(text) is None
-        and _STACK.match(text) is None
-        and not _DETAIL_HEAD.match(text)
-    )

@@ -19,7 +19,7 @@ nodes); of one entry its `exitcode :` line states the failure (failtable.py); wh
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
 a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it); a
 scheduler's stop (time limit, cancellation) after a failure a process stated (stops.py);
-and episodes.py, bursts.py and reports.py pick which line of a several-line failure states it (a signal
+and episodes.py, details.py, bursts.py and reports.py pick which line of a several-line failure states it (a signal
 box's field that names the signal, a logged traceback's exception line). Frame rules name an
 exception by the frames where it was raised, up to the nearest installed package's. Every rule
 here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py;
@@ -44,6 +44,7 @@ from signatures.candidate import (
     TIER_WRAPPER,
     Candidate,
 )
+from signatures.details import move_to_stated_detail
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
     box_lines,
@@ -53,7 +54,6 @@ from signatures.episodes import (
     move_introductions,
     move_to_box_leads,
     move_to_captured_output,
-    move_to_stated_detail,
     stack_of_quiet_record,
 )
 from signatures.failtable import demote_agent_kills, demote_later_root_causes, demote_other_entries

@@ -381,6 +381,20 @@ def test_a_cause_stated_in_the_errors_own_detail_is_the_initiating_line(library:
     assert again.initiating and again.initiating.line == 1
 
 
+def test_records_that_announce_a_report_yield_to_its_stated_detail(library: Library) -> None:
+    head = "[rank5]:[E207 19:37:09.{} comm.cpp:681] [Rank 5] peer-timeout happened\n"
+    report = (
+        "libxRemoteError: [Rank 5] peer-timeout happened, the remote closed\nLast error:\n"
+        "Socket to 10.0.0.7 dropped: Broken pipe\n"
+    )
+    d = run(library, head.format("983540") + head.format("983555") + report)
+    assert d.initiating and d.initiating.line == 5 and d.initiating.rank == 5  # the detail, and whose it is
+    earlier = run(library, head.format("500000") + head.format("983555") + report)
+    assert earlier.initiating and earlier.initiating.line == 1  # printed before: not this report's head
+    other = run(library, head.format("983540").replace("5", "3") + report)
+    assert other.initiating and other.initiating.line == 1  # another rank's record is no head of it
+
+
 def test_a_launchers_report_that_another_process_died_first_is_no_consequence(library: Library) -> None:
     rule = "-" * 60
     box = (
