@@ -17,7 +17,7 @@ from signatures.demote import bulk_locate
 from signatures.environment import read_fact
 from signatures.library import Kind, Library, Matcher
 from signatures.lines import LineFacts, strip_ansi, unwrap
-from signatures.shapes import shape_holds
+from signatures.shapecheck import shape_holds
 from signatures.textscan import Hit, TextScan
 from signatures.tracebacks import TracebackView, is_advice, read_traceback
 

@@ -280,7 +280,6 @@ def _unfinished_traceback(messages: Sequence[str]) -> int | None:
     return title
 
 
-
 def in_ruled_box(hit: Hit) -> bool:
     """Whether the line stands in a launcher's box between rules (Open MPI's "Primary job
     terminated normally, but 1 process returned / a non-zero exit code ...", torchrun's "train.py
@@ -297,4 +296,3 @@ def _rule_within(lines: Iterable[str]) -> bool:
         if RULE.match(text):
             return True
     return False
-

@@ -19,8 +19,9 @@ nodes); of one entry its `exitcode :` line states the failure (failtable.py); wh
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
 a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it); a
 scheduler's stop (time limit, cancellation) after a failure a process stated (stops.py);
-and episodes.py, details.py, bursts.py and reports.py pick which line of a several-line failure states it (a signal
-box's field that names the signal, a logged traceback's exception line). Frame rules name an
+and episodes.py, details.py, bursts.py and reports.py pick which line of a several-line failure
+states it (a signal box's field that names the signal, a logged traceback's exception line, a
+report's stated detail). Frame rules name an
 exception by the frames where it was raised, up to the nearest installed package's. Every rule
 here has a test in tests/test_ranking.py (episodes: test_episodes.py; reports: test_reports.py;
 bursts, levels, stops after a stated failure: test_bursts.py).

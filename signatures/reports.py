@@ -282,4 +282,3 @@ def move_to_first_root_error(cands: list[Candidate]) -> list[Candidate]:
             gone.add(id(inner))
         c.line, c.text = c.line + 2, c.hit.after[1]
     return [c for c in cands if id(c) not in gone]
-

@@ -19,12 +19,8 @@ applies to it as to a known signature.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-
-from signatures.lines import LineFacts
-from signatures.ncclwarn import nccl_warning_failed
 
 
 class ShapeKind(StrEnum):
@@ -90,8 +86,17 @@ _NON_FINITE = (
 # TensorFlow's status kinds by name, as a root error prints them ("(0) Invalid argument: ...");
 # "Out of range" (an input's end) and "Cancelled" (a consequence) state no failure of their own.
 _TF_ROOT_KINDS = (
-    "Internal", "Invalid argument", "Resource exhausted", "Failed precondition", "Unavailable",
-    "Aborted", "Unknown", "Not found", "Data loss", "Deadline exceeded", "Permission denied",
+    "Internal",
+    "Invalid argument",
+    "Resource exhausted",
+    "Failed precondition",
+    "Unavailable",
+    "Aborted",
+    "Unknown",
+    "Not found",
+    "Data loss",
+    "Deadline exceeded",
+    "Permission denied",
     "Unimplemented",
 )
 
@@ -104,6 +109,31 @@ SHAPES: tuple[Shape, ...] = (
         re.compile(
             r"^(?:terminate called (?:after throwing|without an active exception|recursively)"
             r"|[ \t]*what\(\): +[^ \t]|Fatal Python error: )"
+        ),
+    ),
+    Shape(
+        "runtime-abort",
+        ShapeKind.ERROR,
+        "the C/C++ runtime's own report before it aborts the process (heap corruption, a pure virtual call)",
+        (
+            b"pure virtual method called",
+            b"double free or corruption",
+            b"free(): invalid",
+            b"malloc(): ",
+            b"malloc_consolidate(): ",
+            b"munmap_chunk(): invalid",
+            b"corrupted size vs",
+            b"corrupted double-linked list",
+            b"stack smashing detected",
+        ),
+        # glibc's heap checks (older ones inside "*** Error in `python': ..."), libstdc++'s
+        # pure virtual call, the stack protector: printed by the runtime, then SIGABRT
+        re.compile(
+            r"^(?:\*\*\* Error in `[^`]{1,200}': )?"
+            r"(?:double free or corruption\b|free\(\): invalid |malloc(?:_consolidate)?\(\): "
+            r"(?:corrupted|invalid|memory corruption|unsorted)|munmap_chunk\(\): invalid "
+            r"|corrupted size vs\. prev_size|corrupted double-linked list)"
+            r"|^\*\*\* stack smashing detected \*\*\*|^pure virtual method called\s*$"
         ),
     ),
     Shape(
@@ -225,7 +255,10 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.ERROR,
         "an exception a framework or test runner reported",
         (
-            b"<class '", b"Error: ", b"Exception: ", b"<Task finished ",
+            b"<class '",
+            b"Error: ",
+            b"Exception: ",
+            b"<Task finished ",
             *(f"{name}({quote}".encode() for name in ("Error", "Exception") for quote in "'\""),
         ),
         re.compile(
@@ -354,43 +387,3 @@ SHAPES: tuple[Shape, ...] = (
         ignore_case=True,
     ),
 )
-
-
-# Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
-PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
-# A line that says in itself that the error was worked around.
-_SELF_RECOVERY = re.compile(r"\binstead\.?[ \t]*$|\b(?:falling back|will retry|retrying)\b", re.IGNORECASE)
-
-
-# A signal and the exit it causes together (a bare "Received SIGTERM: 15" is one when not quiet)
-_SIGNAL_EXIT = re.compile(r"\b[Rr]eceived SIG[A-Z]{2,4}\b.{0,40}\b(?:exiting|shutting down|terminat|abort)")
-
-
-def _traceback_next(after: Sequence[str]) -> bool:
-    following = next((line for line in after[:2] if line.strip()), "")
-    return following.lstrip().startswith("Traceback (most recent call last)")
-
-
-def shape_holds(
-    shape: Shape, raw: str, facts: LineFacts, matched: bool, after: Callable[[], Sequence[str]]
-) -> bool:
-    """Whether a line the scan found really has ``shape``; ``matched``: its verify regex matched."""
-    if PY_WARNING.match(facts.message) or _SELF_RECOVERY.search(facts.message):
-        return False
-    if shape.name == "logged-error":
-        return matched or facts.level in ERROR_LEVELS
-    # A degradation is logged as a warning or as progress; a framework may report an exception
-    # at any level (TensorFlow's coordinator logs it as INFO).
-    if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
-        return matched
-    if not matched:
-        return False
-    if shape.kind is ShapeKind.DEATH and _SIGNAL_EXIT.search(facts.message):
-        return True  # a launcher says at any level that it got a signal and is exiting
-    if facts.level in QUIET_LEVELS:
-        # A failure logged as a warning and followed at once by a traceback is what the
-        # traceback is about (TensorFlow's "W ... OP_REQUIRES failed ... Resource exhausted").
-        return facts.level == "W" and shape.kind is ShapeKind.ERROR and _traceback_next(after())
-    if shape.name == "nccl-warning":
-        return nccl_warning_failed(raw, facts.message, after())
-    return True

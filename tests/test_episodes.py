@@ -133,7 +133,6 @@ def test_a_thrown_line_that_quotes_the_line_above_leaves_it_the_statement(librar
     assert run(library, other_rank + STACK).initiating.line == 1  # type: ignore[union-attr]
 
 
-
 def test_a_thrown_line_that_repeats_the_line_above_with_other_values_leaves_it_the_statement(
     library: Library,
 ) -> None:
@@ -146,6 +145,7 @@ def test_a_thrown_line_that_repeats_the_line_above_with_other_values_leaves_it_t
     # other words, not other values: the earlier line is a notice, the thrown one states it
     notice = log.replace("Watchdog caught a timeout on device 1 after 600 s.", "taking the process down")
     assert run(library, notice + STACK).initiating.line == 2  # type: ignore[union-attr]
+
 
 def _failure_table(first_entry: str) -> str:
     rule, thick = "-" * 54, "=" * 54

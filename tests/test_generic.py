@@ -62,6 +62,13 @@ def line_of(d: Diagnosis) -> int | None:
         ("!!!! gemm call went wrong. (m: 768, n: 4608, k: 3072, error: 13)", "a code closing a report"),
         ("zsh: segmentation fault  python train.py", "zsh's report of a signal"),
         ("[1]    15017 bus error  python3 train.py", "zsh's job report"),
+        ("pure virtual method called", "the C++ runtime's abort"),
+        ("double free or corruption (!prev)", "glibc's heap check"),
+        (
+            "*** Error in `python': free(): invalid pointer: 0x00007f3a2c000010 ***",
+            "older glibc's heap check",
+        ),
+        ("*** stack smashing detected ***: terminated", "the stack protector"),
     ],
 )
 def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
@@ -70,6 +77,15 @@ def test_a_failure_stated_by_its_shape_is_unrecognized_not_clean(
     d = run(library, f"step 1 loss 2.0\n{line}\n")
     assert d.status is Status.UNRECOGNIZED, (shape, d.why)
     assert line_of(d) == 2
+
+
+def test_the_runtimes_abort_report_is_stated_before_the_terminate_that_follows(library: Library) -> None:
+    d = run(
+        library, "step 1 loss 2.0\npure virtual method called\nterminate called without an active exception\n"
+    )
+    assert line_of(d) == 2
+    for quoted in ("the pure virtual method called in the docs is fine", "malloc(): arena 3 created"):
+        assert run(library, f"step 1 loss 2.0\n{quoted}\nstep 2 loss 1.9\n").status is Status.CLEAN
 
 
 def test_a_check_after_a_source_location_is_stated_before_the_abort_that_repeats_it(library: Library) -> None:

@@ -67,7 +67,7 @@ def test_a_fatal_record_is_a_failure_without_a_check(library: Library) -> None:
     "line",
     [
         "KeyError('optimizer.lr')",
-        'ConfigCompositionException("Could not override \'trainer.devices\'")',
+        "ConfigCompositionException(\"Could not override 'trainer.devices'\")",
         "mypkg.errors.ShardError('shard 3 of 8 is empty')",
     ],
 )

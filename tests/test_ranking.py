@@ -118,7 +118,6 @@ def test_unknown_exception_is_unrecognized_with_its_line_not_the_header(library:
     assert d.initiating and d.initiating.line == 4 and d.initiating.text == "ValueError: bad shape"
 
 
-
 def test_a_logged_header_states_the_failure_when_its_traceback_is_cut_before_the_end(
     library: Library,
 ) -> None:
@@ -129,6 +128,7 @@ def test_a_logged_header_states_the_failure_when_its_traceback_is_cut_before_the
     # with its exception line, the traceback's end states it
     d = run(library, header + frames + "ValueError: bad shape\n")
     assert d.initiating and d.initiating.text == "ValueError: bad shape"
+
 
 def test_code_echo_inside_a_traceback_is_never_the_cause(library: Library) -> None:
     log = (
