@@ -18,7 +18,7 @@ from signatures.levels import learn as learn_levels
 from signatures.library import Kind
 from signatures.lines import unwrap
 from signatures.ncclwarn import NCCL_UNWIND
-from signatures.tracebacks import FRAME, HEADER, exception_name
+from signatures.tracebacks import FRAME, HEADER, TRACEBACK_TITLE, exception_name
 
 LEAD_GAP = 6  # lines a statement may sit above the traceback it leads into
 
@@ -123,7 +123,6 @@ def first_after(cands: Sequence[Candidate], file_index: int, line: int) -> Candi
 # abort, a status code, a failed assertion or a scheduler's verdict is never carried on from.
 SURVIVABLE_SHAPES = ("logged-error", "tool-error", "nccl-warning", "os-error")
 SURVIVED_AFTER = 5  # ordinary lines of the same process after an error that show it carried on
-TRACEBACK_TITLE = "Traceback (most recent call last)"
 # A native stack's header or frame: glog's "*** Check failure stack trace: ***" and its
 # "@ 0x7f4c5091c27d google::LogMessage::Fail()", UCX's "==== backtrace (tid: 52950) ====",
 # gdb's "#3 0x... in f ()". The process is going down, as under a Python traceback.

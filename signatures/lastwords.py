@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from signatures.episodes import RULE, SURVIVED_AFTER, TRACEBACK_TITLE
+from signatures.episodes import RULE, SURVIVED_AFTER
 from signatures.lastlines import TAIL_LINES
 from signatures.levels import FAILING
 from signatures.levels import learn as learn_levels
@@ -34,7 +34,7 @@ from signatures.progress import is_progress
 from signatures.reports import CODED
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
-from signatures.tracebacks import FRAME, exception_name, is_advice, read_traceback
+from signatures.tracebacks import FRAME, TRACEBACK_TITLE, exception_name, is_advice, read_traceback
 
 CONTEXT = 12  # lines before and after a line that go with it, as for a scan hit
 

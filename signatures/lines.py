@@ -23,6 +23,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
         r"^> ",  # quoted paste
+        r"^[ \t]*\*\*(?=[^*\s])",  # markdown's bold around a pasted line: "  **what():  Error: ...**"
         # a bar refreshed with "\r" many times: the terminal shows its last refresh
         r"^[^\n]*\d%\|[^\n]*\r(?=[^\r\n]*\d%\|)",
         # a progress bar a record was printed onto without a newline (tqdm's "\r" refresh):

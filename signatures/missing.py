@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from signatures.episodes import TRACEBACK_TITLE
 from signatures.explain import rank_list
 from signatures.hits import TextScan
 from signatures.lines import unwrap
 from signatures.ranking import TIER_BENIGN, TIER_DOWNSTREAM, TIER_UNKNOWN, TIER_WRAPPER, Candidate
 from signatures.spec import DETECTORS as DETECTOR_NAMES
 from signatures.spec import Signature
+from signatures.tracebacks import TRACEBACK_TITLE
 
 COLLECT_ENV = (
     "Attach the output of `python -m torch.utils.collect_env` from a failing node "

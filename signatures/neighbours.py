@@ -10,9 +10,7 @@ from signatures.episodes import continues
 from signatures.hits import Hit
 from signatures.lines import unwrap
 from signatures.processtags import TagModel
-from signatures.tracebacks import FRAME, HEADER, exception_name
-
-TRACEBACK_TITLE = "Traceback (most recent call last)"
+from signatures.tracebacks import FRAME, HEADER, TRACEBACK_TITLE, exception_name
 
 
 def tag_above(hit: Hit, tags: TagModel | None) -> int | None:
@@ -47,7 +45,12 @@ def header_rank(hit: Hit) -> int | None:
             return _failing_record_rank(opener)
         if not text.strip() or not _inside_block(text):
             return None
-    return None
+    # The title is further up than the lines a hit keeps: the traceback's reading kept its opener
+    kept = hit.view.opener
+    if kept is None:
+        return None
+    at = kept.find(TRACEBACK_TITLE)
+    return unwrap(kept[:at]).rank if at > 0 else _failing_record_rank(kept)
 
 
 _FAILING_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b")

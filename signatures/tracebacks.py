@@ -15,6 +15,8 @@ from functools import cache
 
 from signatures.lines import unwrap
 
+TRACEBACK_TITLE = "Traceback (most recent call last)"
+
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
 # A frame line and nothing else: a "frame" that goes on with more text is a paste whose line
 # breaks were lost ('File "...", line 9, in f 10: work = ... 10: DistBackendError: ...').
@@ -83,6 +85,9 @@ class TracebackView:
     assert_offset: int | None  # lines above the hit where an `assert` statement is echoed
     assert_text: str | None
     ignored: bool = False  # Python said "Exception ignored in ...": the program went on
+    # The raw title line when something precedes the title on it, else the nearest line with
+    # text above the title: the record that opened the traceback (a hit keeps fewer lines above)
+    opener: str | None = None
 
 
 def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
@@ -108,6 +113,7 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
     assert_text: str | None = None
     skipped_heads = 0
     ignored = False
+    opener: str | None = None
     for i in range(1, min(len(before), _MAX_WALK) + 1):
         prev = messages[i]
         m = FRAME.match(prev)
@@ -116,6 +122,7 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
             continue
         if HEADER.match(prev):
             ignored = i < len(before) and messages[i + 1].startswith("Exception ignored in")
+            opener = _opener(before, i)
             break
         if prev[:1] in (" ", "\t") and prev.strip():
             if assert_offset is None and not frames and _ASSERT_SRC.match(prev):
@@ -128,6 +135,8 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
                 1  # e.g. "BackendCompilerFailed: backend='inductor' raised:" above the inner error
             )
             continue
+        if TRACEBACK_TITLE in prev:
+            opener = before[-i]  # a title inside a record's head: "rank:  3 | ... | Traceback ..."
         break
     frames.reverse()
     return TracebackView(
@@ -138,7 +147,13 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         assert_offset=assert_offset,
         assert_text=assert_text,
         ignored=ignored,
+        opener=opener,
     )
+
+
+def _opener(before: Sequence[str], title: int) -> str | None:
+    """The line with text above a traceback's title, ``title`` lines above the hit: its opener."""
+    return next((t for t in reversed(before[: len(before) - title]) if t.strip()), None)
 
 
 def _indent(line: str) -> int:

@@ -11,6 +11,16 @@ from signatures.lines import rank_from_name, time_key, unwrap
     ("line", "message", "rank"),
     [
         ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
+        (
+            "  **what():  Error: compute_ctc_loss, stat = unknown error**",
+            "what():  Error: compute_ctc_loss, stat = unknown error**",
+            None,
+        ),
+        (
+            "*** SIGABRT (@0x3e8) received by PID 14218",
+            "*** SIGABRT (@0x3e8) received by PID 14218",
+            None,
+        ),  # no bold
         ("[default7]:RuntimeError: boom", "RuntimeError: boom", None),  # a local rank, not a rank
         ("[host1:0]AttributeError: boom", "AttributeError: boom", None),  # torchrun --role host: --tee
         ("[gpu-node-07:3]: ValueError: x", "ValueError: x", None),  # the number is a local rank

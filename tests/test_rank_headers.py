@@ -47,6 +47,27 @@ def test_a_traceback_whose_opening_record_names_no_rank_has_none(library: Librar
     assert d.initiating is not None and d.initiating.rank is None
 
 
+@pytest.mark.parametrize(
+    "head",
+    [
+        "[2024-05-06 07:08:09,101][utils][ERROR] - [rank: 5] ",
+        "rank:  5 | 2024-05-06 07:08:09,101 CRITICAL | ",
+    ],
+)
+def test_the_opening_record_of_a_traceback_longer_than_the_kept_lines_still_names_its_rank(
+    library: Library, head: str
+) -> None:
+    deep = FRAMES * 20  # forty lines between the title and the exception line
+    title = "Traceback (most recent call last):\n"
+    opener = head if head.startswith("rank") else head + "\n"
+    d = run(library, f"loading\n{opener}{title}{deep}{BOOM}")
+    assert d.initiating is not None and d.initiating.rank == 5
+    quiet = run(
+        library, f"loading\n[2024-05-06 07:08:09,101][utils][INFO] - [rank: 5] saved\n{title}{deep}{BOOM}"
+    )
+    assert quiet.initiating is not None and quiet.initiating.rank is None  # another record above it
+
+
 def test_a_padded_rank_in_a_records_head_is_read() -> None:
     assert unwrap("rank:  7 | 2024-05-06 07:08:09,101 INFO | ready").rank == 7
     assert unwrap("rank:    7 | ready").rank is None  # past two spaces it is a table's column
