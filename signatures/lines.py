@@ -28,9 +28,11 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^[^\n]*\d%\|[^\n]*\r(?=[^\r\n]*\d%\|)",
         # a progress bar a record was printed onto without a newline (tqdm's "\r" refresh):
         # "Epoch 0:  2%|▏   | 13/591 [15:07<11:12, 69.84s/it, loss=1.87]2022-08-19 19:12:17: E ..."
-        r"^[^|\n]{0,120}\d+%\|[^|\n]{0,120}\| *\d+/\d+ \[[^\]\n]{0,200}\] *"
+        # (a bar of unknown length has no percentage: "Epoch 0: |     | 4540/? [07:57<00:00, 9.51it/s]")
+        r"^[^|\n]{0,120}(?:\d+%)?\|[^|\n]{0,120}\| *\d+/(?:\d+|\?) \[[^\]\n]{0,200}\] *"
         r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b"
-        r"|\[(?:rank|RANK)(?:: ?| )?\d+\])",  # or a rank tag: "...it/s, loss=3.4][rank: 2] Received ..."
+        r"|\[(?:rank|RANK)(?:: ?| )?\d+\]"  # or a rank tag: "...it/s, loss=3.4][rank: 2] Received ..."
+        r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): )",  # or a crash
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+

@@ -259,6 +259,16 @@ def test_ucx_signal_handler_head_gives_host_and_pid() -> None:
             "E",
         ),
         ("valid:  3%|▎ | 3/91 [00:01<00:40]  ERROR: shard 7 unreadable", "ERROR: shard 7 unreadable", None),
+        (
+            "Epoch 0: |          | 4540/? [07:57<00:00,  9.51it/s]Fatal Python error: Segmentation fault",
+            "Fatal Python error: Segmentation fault",
+            None,
+        ),
+        (
+            "train: 9%|▉ | 9/99 [00:09<01:30]RuntimeError: CUDA error: boom",
+            "RuntimeError: CUDA error: boom",
+            None,
+        ),
     ],
 )
 def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
@@ -271,6 +281,8 @@ def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
 def test_a_progress_bar_alone_keeps_its_text() -> None:
     bar = "Epoch 3:  50%|█████     | 5/10 [00:05<00:05,  1.00it/s, loss=2.1]"
     assert unwrap(bar).message == bar
+    words = bar + " saved checkpoint"  # words after a bar are not a record of their own
+    assert unwrap(words).message == words
 
 
 @pytest.mark.parametrize(
