@@ -68,6 +68,7 @@ from signatures.pendinglists import name_diverged_lists
 from signatures.progress import Progress
 from signatures.reports import (
     abort_follows_its_error,
+    exit_follows_its_crash,
     join_same_instant_reports,
     move_to_coded_detail,
     move_to_first_root_error,
@@ -153,6 +154,7 @@ def candidates(
     move_to_coded_detail(out)
     join_same_instant_reports(out)
     abort_follows_its_error(out)
+    exit_follows_its_crash(out)
     restore_quoted_causes(out)
     quiet_traceback_records(out)
     out = move_to_first_root_error(move_to_unwound_warnings(out))

@@ -39,6 +39,7 @@ from __future__ import annotations
 import re
 
 from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIER_WRAPPER, Candidate
+from signatures.failtable import is_field
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
 from signatures.ncclwarn import unwound_warning
@@ -200,6 +201,27 @@ def abort_follows_its_error(cands: list[Candidate]) -> None:
         ]
         if errors:
             c.tier, c.yields = max(c.tier, min(errors)), True
+
+
+def exit_follows_its_crash(cands: list[Candidate]) -> None:
+    """A launcher's report of a process's exit code, below that process's own report of the crash
+    (its crash handler's `Fatal Python error: Segmentation fault`, `*** SIGSEGV ... received by
+    PID`), is no stronger than that report: the process said it first."""
+    for c in cands:
+        if not c.death or "exit-code" not in c.shapes or "signal-death" in c.shapes:
+            continue
+        crashes = [
+            x.tier
+            for x in cands
+            if x.hit.file_index == c.hit.file_index
+            and 0 < c.line - x.line <= ABORT_REACH
+            and x.death
+            and "signal-death" in x.shapes
+            and not is_field(x.hit.text)  # a failure table's `traceback : Signal 7 ...` is the launcher's
+            and (x.hit.rank is None or c.hit.rank is None or x.hit.rank == c.hit.rank)
+        ]
+        if crashes:
+            c.tier, c.yields = max(c.tier, min(crashes)), True
 
 
 RERAISE_REACH = 200  # lines below a handled exception where the one raised while handling it ends

@@ -19,6 +19,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
             signature_doc(
                 "abort-reported", fingerprints=[{"regex": r"worker \d+ exited on signal 6 \(Aborted\)"}]
             ),
+            signature_doc("exit-reported", fingerprints=[{"regex": r"worker \d+ failed \(exitcode: -\d+\)"}]),
             signature_doc(
                 "agent-rereport", role="wrapper", fingerprints=[{"literal": "agent: the job failed"}]
             ),
@@ -172,6 +173,16 @@ def test_an_abort_is_explained_by_the_error_its_process_printed_before_it(librar
     # a wrapper's re-report above it explains nothing
     wrapped = "agent: the job failed\nsupervisor: worker 3 exited on signal 6 (Aborted)\n"
     assert first(library, wrapped).line == 2
+
+
+def test_a_launchers_exit_code_below_the_process_own_crash_report_gives_way_to_it(library: Library) -> None:
+    crash = 'Fatal Python error: Segmentation fault\n\nThread 0x01 (most recent call first):\n  File "/t.py", line 4 in f\n'
+    exit_line = "supervisor: worker 3 failed (exitcode: -11)\n"
+    assert first(library, "step 10 loss 2.1\n" + crash + exit_line).line == 2
+    assert first(library, "step 10 loss 2.1\n" + exit_line).line == 2  # alone, the exit code states it
+    # a failure table's own field naming the signal is the launcher's, not the process's report
+    field = "  traceback : Signal 11 (SIGSEGV) received by PID 7\n"
+    assert first(library, "step 10 loss 2.1\n" + field + exit_line).line == 3
 
 
 def test_a_handled_exception_that_the_next_one_quotes_states_the_failure(library: Library) -> None:
