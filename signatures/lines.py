@@ -32,7 +32,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^[^|\n]{0,120}(?:\d+%)?\|[^|\n]{0,120}\| *\d+/(?:\d+|\?) \[[^\]\n]{0,200}\] *"
         r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b"
         r"|\[(?:rank|RANK)(?:: ?| )?\d+\]"  # or a rank tag: "...it/s, loss=3.4][rank: 2] Received ..."
-        r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): )",  # or a crash
+        # or a crash: "...9.51it/s]Fatal Python error: Segmentation fault"
+        r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): )",
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+

@@ -176,7 +176,8 @@ def test_an_abort_is_explained_by_the_error_its_process_printed_before_it(librar
 
 
 def test_a_launchers_exit_code_below_the_process_own_crash_report_gives_way_to_it(library: Library) -> None:
-    crash = 'Fatal Python error: Segmentation fault\n\nThread 0x01 (most recent call first):\n  File "/t.py", line 4 in f\n'
+    crash = "Fatal Python error: Segmentation fault\n\nThread 0x01 (most recent call first):\n"
+    crash += '  File "/t.py", line 4 in f\n'
     exit_line = "supervisor: worker 3 failed (exitcode: -11)\n"
     assert first(library, "step 10 loss 2.1\n" + crash + exit_line).line == 2
     assert first(library, "step 10 loss 2.1\n" + exit_line).line == 2  # alone, the exit code states it
