@@ -5,6 +5,8 @@ same process prints the same metric finite again later, the run recovered: a mix
 scaler skipping its first overflowed steps (``grad_norm: nan`` then ``grad_norm: 3.97``), or a
 running average that one bad batch spoiled until the next epoch reset it (``training loss nan``
 then ``training loss 0.955``). A diverged run never prints a finite value of the metric again.
+Only the same kind of line counts (one that opens with the same word): a training bar's finite
+loss is no recovery of a validation pass's ``nan``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,20 @@ def recovered_metric(c: Candidate, progress: Progress | None) -> bool:
         # prints tagged progress around it)
         every = progress.lines.get(c.hit.file_index, [])
         own += [unwrap(p.text).message for p in every if p.line > c.line and p.rank == c.hit.rank]
+    # the same kind of line: a validation pass's "Loss: nan" does not come back in a training
+    # bar's "Loss: 0.36"
+    kind = _opening_words(c.hit.facts.message)[:1]
+    own = [text for text in own if not kind or kind[0] in _opening_words(text)]
     return all(any(_finite(name).search(text) for text in own) for name in names)
+
+
+_WORD = re.compile(r"[A-Za-z_]+")
+OPENING_WORDS = 4  # a logger's head left in the message ("- mmocr - INFO - Epoch [1]") comes first
+
+
+def _opening_words(message: str) -> list[str]:
+    """The words a line opens with: which report prints the metric ("Valid", "Train", "step")."""
+    return [w.lower() for w in _WORD.findall(message[:80])[:OPENING_WORDS]]
 
 
 def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) -> None:

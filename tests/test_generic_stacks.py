@@ -115,6 +115,18 @@ def test_a_non_finite_metric_that_stays_so_is_a_degradation(library: Library) ->
     # another metric finite is no recovery of the one that went non-finite
     log = "it 50 grad_norm: inf, lr: 0.1\nit 100 grad_norm: inf, lr: 0.1\nit 150 lr: 0.1\n"
     assert run(library, log).status is Status.DEGRADED
+    # the same name printed finite by another kind of line: a training bar is no recovery of the
+    # validation pass's loss
+    epochs = "".join(f"Train Epoch: {n} Loss: 0.3597\nValid Epoch: {n} Loss: nan\n" for n in range(3, 7))
+    assert run(library, epochs + "Train Epoch: 7 Loss: 0.3597\n").status is Status.DEGRADED
+    # the same kind of line behind a logger's head left in the message is the same report
+    head = "2021-11-22 01:32:34,502 - mmx - INFO - "
+    mixed = (
+        " Epoch [1][100/900]\tloss: 1.9, grad_norm: nan\n"
+        + head
+        + "Epoch [1][200/900]\tloss: 0.9, grad_norm: 3.9\n"
+    )
+    assert run(library, mixed).status is Status.CLEAN
 
 
 def test_a_warning_whose_next_line_introduces_a_list_is_one_report_not_survived(library: Library) -> None:
