@@ -45,6 +45,7 @@ FACTS: tuple[FactPattern, ...] = (
     _fact("world_size", r"\b(?:dist_world_size|world_size|WORLD_SIZE|world size)[=: ]+(?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bRANK and WORLD_SIZE in environ: [0-9]+/(?P<v>[0-9]+)\b"),  # DeiT-style utils
+    _fact("world_size", r"\bRank of current process: [0-9]+\. World size: (?P<v>[0-9]+)\b"),  # detectron2
     # How many nodes the job spans: with one, a local rank is the global rank.
     _fact("nnodes", r"--nnodes[= ](?P<v>[0-9]+)(?::[0-9]+)?\b"),
     _fact("nnodes", r"\b(?:nnodes|NNODES|num_nodes|num_machines)[=: ]+(?P<v>[0-9]+)\b"),
@@ -62,13 +63,16 @@ FACTS: tuple[FactPattern, ...] = (
     # A process stating its own rank in its settings ("self.dist_rank: 1", "global_rank=3",
     # "RANK: 2", "{'rank': 3, ...}"): a line or a field that begins with the key, not a sentence
     # ("Waiting for rank: 4"), or its rank beside the count of all ("nranks: 2 local rank: 1":
-    # Paddle's communicator, whose ranks are the job's). attribution.py trusts it only in a log of
-    # that one process.
+    # Paddle's communicator, whose ranks are the job's; detectron2's "Rank of current process: 0.
+    # World size: 4"). attribution.py trusts it only in a log of that one process.
     _fact(
         "declared_rank",
         r"(?:(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)"
-        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?)(?P<v>[0-9]+)\b",
-        scan=r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]",
+        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?|\bRank of current process: )(?P<v>[0-9]+)\b",
+        scan=(
+            r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]"
+            r"|Rank of current process: [0-9]"
+        ),
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.
     _fact("last_reason", r"\blast reason: (?P<v>\S.*)"),

@@ -219,6 +219,10 @@ def test_a_rank_beside_the_count_of_all_ranks_is_the_processs_own(library: Libra
     init = "I1005 20:24:27.297324 30412 comm.cc:74] init comm context nranks: 4 local rank: 2 gpu id: 2\n"
     assert where(run(library, f"{init}{BOOM}\n"))[0] == 2
     assert where(run(library, f"init comm context local rank: 2 gpu id: 2\n{BOOM}\n"))[0] is None
+    # detectron2's "Rank of current process: 2. World size: 4"; a peer's rank is no declaration
+    head = "[12/22 19:49:34] d2 INFO: Rank of current process: 2. World size: 4\n"
+    assert where(run(library, f"{head}{BOOM}\n"))[0] == 2
+    assert where(run(library, f"[12/22 19:49:34] d2 INFO: rank of peer: 2\n{BOOM}\n"))[0] is None
 
 
 def test_a_rank_named_in_a_sentence_is_no_setting(library: Library) -> None:
