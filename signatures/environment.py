@@ -46,6 +46,8 @@ FACTS: tuple[FactPattern, ...] = (
     _fact("world_size", r"\bnRanks (?P<v>[0-9]+)\b"),
     _fact("world_size", r"\bRANK and WORLD_SIZE in environ: [0-9]+/(?P<v>[0-9]+)\b"),  # DeiT-style utils
     _fact("world_size", r"\bRank of current process: [0-9]+\. World size: (?P<v>[0-9]+)\b"),  # detectron2
+    # "Initialized (rank/world-size) 0/1"
+    _fact("world_size", r"\(?rank/world[-_ ]size\)?:? [0-9]+/(?P<v>[0-9]+)\b"),
     # How many nodes the job spans: with one, a local rank is the global rank.
     _fact("nnodes", r"--nnodes[= ](?P<v>[0-9]+)(?::[0-9]+)?\b"),
     _fact("nnodes", r"\b(?:nnodes|NNODES|num_nodes|num_machines)[=: ]+(?P<v>[0-9]+)\b"),
@@ -68,10 +70,11 @@ FACTS: tuple[FactPattern, ...] = (
     _fact(
         "declared_rank",
         r"(?:(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)"
-        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?|\bRank of current process: )(?P<v>[0-9]+)\b",
+        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?|\bRank of current process: |\brank/world[-_ ]size\)?:? )"
+        r"(?P<v>[0-9]+)\b",
         scan=(
             r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]"
-            r"|Rank of current process: [0-9]"
+            r"|Rank of current process: [0-9]|rank/world[-_ ]size\)?:? [0-9]"
         ),
     ),
     # Evidence the engine looks for before it asks (signatures/missing.py); not environment.

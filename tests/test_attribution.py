@@ -223,6 +223,7 @@ def test_a_rank_beside_the_count_of_all_ranks_is_the_processs_own(library: Libra
     head = "[12/22 19:49:34] d2 INFO: Rank of current process: 2. World size: 4\n"
     assert where(run(library, f"{head}{BOOM}\n"))[0] == 2
     assert where(run(library, f"[12/22 19:49:34] d2 INFO: rank of peer: 2\n{BOOM}\n"))[0] is None
+    assert where(run(library, f"INFO:root:Initialized (rank/world-size) 3/4\n{BOOM}\n"))[0] == 3
 
 
 def test_a_rank_named_in_a_sentence_is_no_setting(library: Library) -> None:
