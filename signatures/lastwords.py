@@ -34,7 +34,7 @@ from signatures.progress import is_progress
 from signatures.reports import CODED
 from signatures.shapes import Shape, ShapeKind
 from signatures.textscan import Hit, TextScan
-from signatures.tracebacks import FRAME, TRACEBACK_TITLE, exception_name, is_advice, read_traceback
+from signatures.tracebacks import CARETS, FRAME, TRACEBACK_TITLE, exception_name, is_advice, read_traceback
 
 CONTEXT = 12  # lines before and after a line that go with it, as for a scan hit
 
@@ -224,7 +224,10 @@ def _stated(scan: TextScan) -> list[tuple[Hit, bool]]:
             survived.add(shape)  # an echo of a line the text carried on from is carried on from
             continue
         hit = _hit(scan, i, number, text, facts, texts)
-        out.append((hit, warning or _WARN_WORD.search(text[:HEAD]) is not None))
+        # a traceback the text ends inside is a process dying, no warning's detail: the warning
+        # just above it says what it died of
+        warned = i != unfinished and (warning or _WARN_WORD.search(text[:HEAD]) is not None)
+        out.append((hit, warned))
     return out
 
 
@@ -275,8 +278,8 @@ def _unfinished_traceback(messages: Sequence[str]) -> int | None:
         message = messages[i].strip()
         if TRACEBACK_TITLE in message:
             title = i
-        elif not (FRAME.match(message) or _frame_code(messages, i)):
-            break
+        elif not (FRAME.match(message) or _frame_code(messages, i) or CARETS.match(message)):
+            break  # (Python 3.11+ marks the failing expression under a frame's code with carets)
     return title
 
 

@@ -202,6 +202,21 @@ def test_a_text_that_ends_inside_a_traceback_failed_where_the_traceback_opens(li
     assert stated(library, START + opening + frames + "dispatcher 2 ready, serving on port 7001\n") is None
 
 
+def test_a_warning_above_a_traceback_the_text_ends_inside_says_what_the_process_died_of(
+    library: Library,
+) -> None:
+    warning = (
+        "[rank2]:[W303 08:23:41.025 socket.cpp:487] [c10d] waitForInput: socket timed out after 600000ms"
+    )
+    frames = '[rank2]:   File "/srv/train.py", line 111, in step\n[rank2]:     ) = next(loader)\n'
+    carets = "[rank2]:         ^^^^^^^^^^^^\n"  # Python 3.11+ marks the failing expression
+    title = "[rank2]: Traceback (most recent call last):\n"
+    assert stated(library, f"{START}{warning}\n{title}{frames}{carets}") == warning
+    # the same warning with the traceback finished and the text going on was survived
+    done = f"{title}{frames}[rank2]: StopIteration\n[rank2]: step 12 loss 0.3\n[rank2]: step 13 loss 0.3\n"
+    assert stated(library, f"{START}{warning}\n{done}") is None
+
+
 def test_an_inference_about_a_failure_states_none(library: Library) -> None:
     assert states_failure("Received a signal from a child. It usually means the child failed.") is False
     assert states_failure("the child failed with exit code 3") is True
