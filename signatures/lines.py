@@ -36,6 +36,7 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): )",
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
+        r"^[0-9a-f]{8} \|\| ",  # Determined's trial logs: the container's short id, "8de2ca81 || "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:

@@ -169,16 +169,18 @@ SHAPES: tuple[Shape, ...] = (
         "tool-error",
         ShapeKind.ERROR,
         "a program's or compiler's own error line",
-        (b"error: ", b" fatal ", b"; error "),
+        (b"error: ", b" fatal ", b"; error ", b"ld: cannot find "),
         re.compile(
             # slurmstepd: error: ..., main.c:4:10: fatal error: ...
             r"^[\w./<>+-]+(?::\d+){0,3}: (?:fatal )?error: \S"
             r"|^error: \S"  # setuptools, cargo
             r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
             r"|^[\w.-]+ \S+, line \d+; (?:error|fatal) +: \S"  # ptxas /tmp/f.ptx, line 12; error   : ...
+            r"|^(?:\S*/)?ld(?:\.\w+)?: cannot find \S"  # the linker: /usr/bin/ld: cannot find -lcurand
         ),
         pattern=(
             r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: |, line [0-9]+; (?:error|fatal) +: "
+            r"|ld(?:\.[A-Za-z]+)?: cannot find "
         ),
     ),
     Shape(

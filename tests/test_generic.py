@@ -63,6 +63,7 @@ def line_of(d: Diagnosis) -> int | None:
         ("zsh: segmentation fault  python train.py", "zsh's report of a signal"),
         ("[1]    15017 bus error  python3 train.py", "zsh's job report"),
         ("pure virtual method called", "the C++ runtime's abort"),
+        ("/usr/bin/ld: cannot find -lcurand", "the linker's error"),
         ("double free or corruption (!prev)", "glibc's heap check"),
         (
             "*** Error in `python': free(): invalid pointer: 0x00007f3a2c000010 ***",

@@ -12,6 +12,12 @@ from signatures.lines import rank_from_name, time_key, unwrap
     [
         ("[rank3]: RuntimeError: boom", "RuntimeError: boom", 3),
         (
+            "[2022-06-09T09:22:31.405197Z] 8de2ca81 ||   exitcode  : 1 (pid: 36)",
+            "  exitcode  : 1 (pid: 36)",
+            None,
+        ),
+        ("run 8de2ca81 || done", "run 8de2ca81 || done", None),  # a message's own bars stay
+        (
             "  **what():  Error: compute_ctc_loss, stat = unknown error**",
             "what():  Error: compute_ctc_loss, stat = unknown error**",
             None,
