@@ -143,3 +143,23 @@ def _one_burst(a: Candidate, b: Candidate) -> bool:
         return False
     # nothing but blank lines between: the burst is not interrupted by other output
     return all(not t.strip() for t in ha.after[: b.line - a.line - 1])
+
+
+WARNED_WORDS = 4  # trailing words a warning and the failing record below it share: the same cause
+
+
+def move_to_warned_causes(cands: list[Candidate]) -> None:
+    """A warning record just above a failing record of the same process that ends in the same
+    cause stated it first: glog's `W ... elementwise_add raises an exception thrust::system_error,
+    parallel_for failed: invalid configuration argument`, then `F ... std::exception caught,
+    parallel_for failed: invalid configuration argument`. The evidence moves up to the warning."""
+    for c in cands:
+        facts = c.hit.facts
+        if c.line != c.hit.line or c.death or facts.level not in ("E", "F", "C") or not c.hit.before:
+            continue
+        above = unwrap(c.hit.before[-1])
+        if above.level != "W" or (above.pid, above.rank) != (facts.pid, facts.rank):
+            continue
+        tail = _DIGITS.sub("#", facts.message).split()[-WARNED_WORDS:]
+        if len(tail) == WARNED_WORDS and _DIGITS.sub("#", above.message).split()[-WARNED_WORDS:] == tail:
+            c.line, c.text = c.line - 1, c.hit.before[-1]

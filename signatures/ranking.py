@@ -33,7 +33,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from signatures.bursts import move_announcements_to_detail, move_to_restatements
+from signatures.bursts import move_announcements_to_detail, move_to_restatements, move_to_warned_causes
 from signatures.candidate import (
     TIER_BENIGN,
     TIER_DEATH,
@@ -160,6 +160,7 @@ def candidates(
     out = move_to_first_root_error(move_to_unwound_warnings(out))
     out = keep_thrown_statements(move_to_captured_output(move_to_stated_detail(out)))
     out = move_announcements_to_detail(move_to_restatements(out))
+    move_to_warned_causes(out)
     promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
