@@ -331,7 +331,7 @@ def test_warnings_after_the_run_said_it_finished_are_its_tear_down(library: Libr
 
 
 def test_a_warning_that_the_failing_record_below_it_quotes_stated_it_first(library: Library) -> None:
-    warned = "W0925 18:05:47.2264 29387 op.cc:187] add raised thrust::error, parallel_for failed: bad config\n"
+    warned = "W0925 18:05:47.2264 29387 op.cc:187] add raised thrust::err, parallel_for failed: bad config\n"
     fatal = "F0925 18:05:47.2265 29387 holder.h:37] std::exception caught, parallel_for failed: bad config\n"
     d = run(library, "step 3 loss 2.1\n" + warned + fatal)
     assert d.initiating is not None and d.initiating.line == 2
