@@ -76,6 +76,15 @@ def unwound_warning(before: Sequence[str]) -> int | None:
     return None
 
 
+UNWOUND_REACH = 60  # lines above a traceback's exception where the WARN its opener unwinds from may be
+
+
+def nccl_process(line: str) -> str | None:
+    """The ``host:pid`` of an NCCL line's head, or None."""
+    m = _NCCL_PROCESS.search(line)
+    return m.group(1) if m else None
+
+
 def unwinds_unannounced(texts: Sequence[str], i: int) -> bool:
     """Whether ``texts[i]`` is the first line of a return code unwinding (`file.cc:N -> 2`) whose
     process printed no WARN before it in ``texts``: the text starts after the WARN (a paste), and

@@ -42,7 +42,7 @@ from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIE
 from signatures.failtable import is_field
 from signatures.library import Kind
 from signatures.lines import time_key, unwrap
-from signatures.ncclwarn import unwound_warning
+from signatures.ncclwarn import NCCL_UNWIND, UNWOUND_REACH, nccl_process, unwound_warning
 from signatures.tracebacks import FRAME, exception_name
 
 REPORT_REACH = 4  # lines below a banner where the report's first fields are
@@ -265,8 +265,10 @@ def move_to_unwound_warnings(cands: list[Candidate]) -> list[Candidate]:
             continue
         k = unwound_warning(c.hit.before)
         if k is None:
+            k = _warning_behind_traceback(c, cands)
+        if k is None:
             continue
-        warn = c.hit.before[-k]
+        warn = c.hit.before[-k] if k <= len(c.hit.before) else at[(c.hit.file_index, c.line - k)].hit.text
         if unwrap(warn).rank != c.hit.rank:
             continue  # another process's report
         inner = at.get((c.hit.file_index, c.line - k))
@@ -276,6 +278,27 @@ def move_to_unwound_warnings(cands: list[Candidate]) -> list[Candidate]:
             gone.add(id(inner))
         c.line, c.text = c.line - k, warn
     return [c for c in cands if id(c) not in gone]
+
+
+def _warning_behind_traceback(c: Candidate, cands: list[Candidate]) -> int | None:
+    # The report is a traceback's exception whose title follows the unwinding at once (TensorFlow's
+    # `UnknownError: ncclCommInitRank failed: unhandled system error` below `init.cu:557 -> 2`):
+    # the WARN of that process the unwinding started from is the one nearest above, as many lines
+    # up as it is (a hit keeps too few lines to walk).
+    opener = c.hit.view.opener
+    process = nccl_process(opener) if opener is not None and NCCL_UNWIND.search(opener) else None
+    if process is None:
+        return None
+    warns = [
+        x.line
+        for x in cands
+        if x.hit.file_index == c.hit.file_index
+        and 0 < c.line - x.line <= UNWOUND_REACH
+        and x.line == x.hit.line
+        and "NCCL WARN " in x.hit.text
+        and nccl_process(x.hit.text) == process
+    ]
+    return c.line - max(warns) if warns else None
 
 
 _ROOT_COUNT = re.compile(r"^\d+ root error\(s\) found\.\s*$")

@@ -221,6 +221,21 @@ def test_a_known_report_of_an_nccl_code_is_stated_by_the_warn_whose_code_unwinds
     assert first(library, "launching\n" + warn + unwind + elsewhere).line == 6
 
 
+def test_the_warn_an_unwinding_started_from_states_the_exception_of_the_traceback_below_it(
+    library: Library,
+) -> None:
+    warn = "gpu-b:75:95 [0] include/socket.h:361 NCCL WARN Call to connect failed : Connection timed out\n"
+    unwind = "".join(f"gpu-b:75:95 [0] NCCL INFO init.cu:{n} -> 2\n" for n in (290, 490, 557))
+    frames = "".join(f'  File "/srv/session.py", line {n}, in call\n    return fn()\n' for n in range(1, 9))
+    raised = "UnknownError: kernel-fault happened: ncclCommInitRank failed: unhandled system error\n"
+    tb = "Traceback (most recent call last):\n" + frames + raised
+    found = first(library, "launching\n" + warn + unwind + tb)
+    assert found.line == 2 and found.text == warn.rstrip("\n")
+    # the traceback opens below ordinary output: nothing ties the WARN to it
+    plain = "launching\n" + warn + unwind + "session ready\n" + tb
+    assert first(library, plain).text == raised.rstrip("\n")
+
+
 def test_a_line_that_goes_on_into_a_count_of_root_errors_is_stated_by_the_first(
     library: Library,
 ) -> None:
