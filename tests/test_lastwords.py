@@ -150,6 +150,9 @@ def test_a_known_failure_keeps_the_lead_over_last_words(library: Library) -> Non
         ("Exiting due to exception: sizes 4 and 5 differ", True),  # the cause of an ending
         ("the loop stopped with an unhandled exception", True),
         ("finished with error rate 0.2", False),
+        ("Exception in main training loop: out of memory to allocate 205520896 bytes", True),
+        ("Exception ignored in: <function _releaseLock at 0x7f>", False),  # Python's note on a handled one
+        ("Exception handling is configured per layer", False),
     ],
 )
 def test_states_failure(message: str, states: bool) -> None:
