@@ -77,7 +77,7 @@ _NON_FINITE = (
     *(
         lead + word
         for word in (b"nan", b"NaN", b"inf")
-        for lead in (b": ", b"=", b"'", b"ss ", b"rm ", b"] ")
+        for lead in (b": ", b"=", b"= ", b"'", b"ss ", b"rm ", b"] ")
     ),
     b"(nan",  # loss: tensor(nan, device=...)
 )
@@ -290,7 +290,8 @@ SHAPES: tuple[Shape, ...] = (
         "a loss or gradient norm that is no longer finite",
         _NON_FINITE,
         re.compile(
-            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)"
+            # the name may go on past the word: "train_mel_loss_before = nan."
+            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)\w*?"
             r"\]?['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",  # "[Loss] nan" too
             re.IGNORECASE,
         ),

@@ -109,6 +109,14 @@ def test_a_non_finite_metric_printed_finite_again_was_recovered(library: Library
     assert run(library, spoiled + "ep 4 it 1: train loss 0.912\n").status is Status.CLEAN
 
 
+def test_a_metric_whose_name_goes_on_past_the_word_loss_is_read(library: Library) -> None:
+    head = "2020-09-10 11:52:14,449 (trainer:831) INFO: (Step: 95400) "
+    log = f"{head}duration_loss = 0.0353.\n{head}mel_loss_before = nan.\n{head}mel_loss_after = nan.\n"
+    assert run(library, log).status is Status.DEGRADED
+    finite = log.replace("= nan.", "= 0.41.")
+    assert run(library, finite).status is Status.CLEAN
+
+
 def test_a_non_finite_metric_that_stays_so_is_a_degradation(library: Library) -> None:
     spoiled = "".join(f"ep 3 it {n}: train loss nan\n" for n in range(1, 6))
     assert run(library, "ep 2 it 9: train loss 0.97\n" + spoiled).status is Status.DEGRADED
