@@ -36,7 +36,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIER_WRAPPER, Candidate
 from signatures.failtable import is_field
@@ -187,20 +189,17 @@ _ABORT = re.compile(
 def abort_follows_its_error(cands: list[Candidate]) -> None:
     """A report of an abort, below an error that explains it, is no stronger than that error."""
     for c in cands:
-        if not _ABORT.search(c.text):
-            continue
-        errors = [
-            x.tier
-            for x in cands
-            if x.hit.file_index == c.hit.file_index
-            and 0 < c.line - x.line <= ABORT_REACH
-            and x.tier < TIER_WRAPPER  # a wrapper's re-report explains nothing
-            and not x.yields  # nor another line of a report (a failure table's other fields)
-            and not _ABORT.search(x.text)
-            and not x.death
-        ]
-        if errors:
-            c.tier, c.yields = max(c.tier, min(errors)), True
+        if _ABORT.search(c.text):
+            _give_way(c, cands, _explains_abort)
+
+
+def _explains_abort(x: Candidate) -> bool:
+    return (
+        x.tier < TIER_WRAPPER  # a wrapper's re-report explains nothing
+        and not x.yields  # nor another line of a report (a failure table's other fields)
+        and not _ABORT.search(x.text)
+        and not x.death
+    )
 
 
 def exit_follows_its_crash(cands: list[Candidate]) -> None:
@@ -208,20 +207,29 @@ def exit_follows_its_crash(cands: list[Candidate]) -> None:
     (its crash handler's `Fatal Python error: Segmentation fault`, `*** SIGSEGV ... received by
     PID`), is no stronger than that report: the process said it first."""
     for c in cands:
-        if not c.death or "exit-code" not in c.shapes or "signal-death" in c.shapes:
-            continue
-        crashes = [
-            x.tier
-            for x in cands
-            if x.hit.file_index == c.hit.file_index
-            and 0 < c.line - x.line <= ABORT_REACH
-            and x.death
-            and "signal-death" in x.shapes
-            and not is_field(x.hit.text)  # a failure table's `traceback : Signal 7 ...` is the launcher's
-            and (x.hit.rank is None or c.hit.rank is None or x.hit.rank == c.hit.rank)
-        ]
-        if crashes:
-            c.tier, c.yields = max(c.tier, min(crashes)), True
+        if c.death and "exit-code" in c.shapes and "signal-death" not in c.shapes:
+            _give_way(c, cands, functools.partial(_reports_crash_of, exit_report=c))
+
+
+def _reports_crash_of(x: Candidate, exit_report: Candidate) -> bool:
+    rank = exit_report.hit.rank
+    return (
+        x.death
+        and "signal-death" in x.shapes
+        and not is_field(x.hit.text)  # a failure table's `traceback : Signal 7 ...` is the launcher's
+        and (x.hit.rank is None or rank is None or x.hit.rank == rank)
+    )
+
+
+def _give_way(c: Candidate, cands: list[Candidate], explains: Callable[[Candidate], bool]) -> None:
+    # a report is no stronger than the lines up to ABORT_REACH above it that explain it
+    tiers = [
+        x.tier
+        for x in cands
+        if x.hit.file_index == c.hit.file_index and 0 < c.line - x.line <= ABORT_REACH and explains(x)
+    ]
+    if tiers:
+        c.tier, c.yields = max(c.tier, min(tiers)), True
 
 
 RERAISE_REACH = 200  # lines below a handled exception where the one raised while handling it ends
