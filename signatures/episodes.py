@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 
 from signatures.candidate import Candidate
 from signatures.hits import Hit
@@ -134,15 +135,21 @@ NATIVE_STACK = re.compile(
 )
 
 
-def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
+def carried_on(
+    c: Candidate,
+    candidate_lines: set[tuple[int, int]],
+    enough: int = SURVIVED_AFTER,
+    within: int | None = None,
+) -> bool:
     """The process printed ordinary output (no failure, no warning) after ``c``: it carried on.
     A record at a failing level (read where the log writes its level, levels.py) is no ordinary output.
 
     A record whose next line introduces a list ("Stalled ranks:" under Horovod's stall warning)
-    is a report of several lines: what it lists is its detail, no ordinary output."""
+    is a report of several lines: what it lists is its detail, no ordinary output.
+    ``within`` reads only that many lines after ``c``."""
     ordinary = 0
     levels = learn_levels((*c.hit.before, c.hit.text, *c.hit.after))
-    for k, text in enumerate(c.hit.after, 1):
+    for k, text in enumerate(c.hit.after[:within], 1):
         if not text.strip() or (c.hit.file_index, c.hit.line + k) in candidate_lines:
             continue
         facts = unwrap(text)
@@ -155,7 +162,7 @@ def carried_on(c: Candidate, candidate_lines: set[tuple[int, int]]) -> bool:
             return False  # a traceback follows (plain, drawn by rich, native): the process is going down
         if facts.rank == c.hit.rank and not NCCL_UNWIND.search(facts.message):
             ordinary += 1
-    return ordinary >= SURVIVED_AFTER
+    return ordinary >= enough
 
 
 def move_to_captured_output(cands: list[Candidate]) -> list[Candidate]:
@@ -223,7 +230,9 @@ def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
     timeout"). When only the later one is followed by its stack (C++ `Exception raised from`, a
     `frame #0:`, a Python traceback), it is the exception itself, and the earlier a notice;
     unless the thrown line quotes the earlier one or repeats it with other values (then the
-    earlier one stated it first).
+    earlier one stated it first). The ``what():`` of an uncaught C++ exception is thrown by
+    nature, and its ``terminate called after throwing`` header belongs to it; a record a paste
+    hard-wrapped onto more lines (``_wrapped_lines``) ends where its last piece does.
     """
     signed = sorted(
         (c for c in cands if c.signature is not None and c.line == c.hit.line),
@@ -233,19 +242,43 @@ def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
     for i, b in enumerate(signed):
         if not _thrown(b):
             continue
-        later = b  # an episode may run over several lines: walk back while it goes on
-        for a in reversed(signed[:i]):
-            same = (a.hit.file_index, a.hit.rank) == (b.hit.file_index, b.hit.rank)
+        later = b.line - 1 if _uncaught(b) else b.line  # an episode may run over several lines:
+        for a in reversed(signed[:i]):  # walk back while it goes on
+            if a.line == later and _uncaught(b):
+                continue  # the header of the same throw
+            # an untagged record is the process's whose tagged line follows it in the episode
+            same = a.hit.file_index == b.hit.file_index and a.hit.rank in (None, b.hit.rank)
             one = a.signature is b.signature and same
-            if not (one and a.tier == b.tier and 0 < later.line - a.line <= EPISODE_GAP) or _thrown(a):
+            gap = later - a.line - _wrapped_lines(a)
+            if not (one and a.tier == b.tier and 0 < gap <= EPISODE_GAP) or _thrown(a):
                 break
-            if _quoted(a, b) is False:
+            if _quoted(a, b) is False and not (_uncaught(b) and _stated_before_throw(a, b)):
                 gone.add(id(a))
-            later = a
+            later = a.line
     return [c for c in cands if id(c) not in gone]
 
 
 _TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,40}\])+")
+
+
+SAME_WORDS = 24  # characters two messages share that make them one statement
+
+
+def _stated_before_throw(a: Candidate, b: Candidate) -> bool:
+    # Above an uncaught exception, only a logged record ("[E pg.cpp:325] ... taking the entire
+    # process down") is a notice of it; a line printed bare (a kernel's failed assertion) stated
+    # the failure, as does a record the what() repeats.
+    return a.hit.facts.level is None or says_the_same(a, b)
+
+
+def says_the_same(a: Candidate, b: Candidate) -> bool:
+    """The two messages share a run of SAME_WORDS characters (digits aside): one statement twice.
+
+    "[15:43:22] logging.h:245: [15:43:22] stream.h:125: Check failed: ..." then "what():
+    [15:43:22] stream.h:125: Check failed: ..."."""
+    x, y = _DIGITS.sub("#", a.hit.facts.message), _DIGITS.sub("#", b.hit.facts.message)
+    match = SequenceMatcher(None, x, y, autojunk=False).find_longest_match(0, len(x), 0, len(y))
+    return match.size >= SAME_WORDS
 
 
 def _quoted(a: Candidate, b: Candidate) -> bool:
@@ -260,7 +293,41 @@ _DIGITS = re.compile(r"\d+")
 
 def _thrown(c: Candidate) -> bool:
     following = _next_text(c.hit.after, 0)
-    return following is not None and STACK_START.match(following[1]) is not None
+    return _uncaught(c) or (following is not None and STACK_START.match(following[1]) is not None)
+
+
+_UNCAUGHT = "terminate called after throwing"
+
+
+def _uncaught(c: Candidate) -> bool:
+    # "terminate called after throwing an instance of '...'", then "  what():  <the exception>".
+    return (
+        c.hit.facts.message.lstrip().startswith("what():")
+        and bool(c.hit.before)
+        and _UNCAUGHT in c.hit.before[-1]
+    )
+
+
+WRAP_WIDTH_MIN = 60  # characters: narrower "wraps" are short lines, not a terminal's or a form's width
+WRAPPED_SEEN = 3  # lines of that exact width from a line on that show the paste was hard-wrapped
+WRAP_READ = 8  # lines below a record read for its paste's width
+
+
+def _wrapped_lines(c: Candidate) -> int:
+    """Lines below ``c`` that are the rest of its record, cut at a fixed width by a paste.
+
+    A paste hard-wrapped at W characters leaves every long line exactly W long, and none longer:
+    a line of that width goes on in the next one."""
+    around = (c.hit.text, *c.hit.after[:WRAP_READ])  # not above: other output may run wider
+    width = max((len(t.rstrip("\n")) for t in around), default=0)
+    if width < WRAP_WIDTH_MIN or sum(len(t.rstrip("\n")) == width for t in around) < WRAPPED_SEEN:
+        return 0
+    pieces = 0
+    line = c.hit.text
+    while len(line.rstrip("\n")) == width and pieces < len(c.hit.after):
+        line = c.hit.after[pieces]
+        pieces += 1
+    return pieces
 
 
 RULE = re.compile(r"^\s*[-=*]{20,}\s*$")

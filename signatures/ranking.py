@@ -55,6 +55,7 @@ from signatures.episodes import (
     move_introductions,
     move_to_box_leads,
     move_to_captured_output,
+    says_the_same,
     stack_of_quiet_record,
 )
 from signatures.failtable import demote_agent_kills, demote_later_root_causes, demote_other_entries
@@ -227,6 +228,8 @@ def _logged_and_handled(hit: Hit) -> bool:
 
 _REPORTED = re.compile(r"<class '[\w.]+'>|\b[A-Z]\w*(?:Error|Exception)\b")
 _WARNING_LEAD = re.compile(r"^\W{0,4}(?:Warning|WARNING|WARN)\b")
+# Python's warnings module: "path/to/module.py:222: RuntimeWarning: numpy.dtype size changed ...".
+_PYTHON_WARNING = re.compile(r"^\S+\.pyx?:\d+: (?:\w+\.)*\w*Warning: ")
 
 
 def _a_quiet_record(hit: Hit, progress: Progress | None) -> bool:
@@ -263,8 +266,21 @@ def _demote_survived_warnings(cands: list[Candidate]) -> None:
         sig = c.signature
         if sig is None or sig.outcome is Outcome.DEGRADATION or c.tier != TIER_INITIATING:
             continue
-        if warned(c.hit) and carried_on(c, lines):
+        if (warned(c.hit) and carried_on(c, lines)) or _went_on_from_warning(c, cands, lines):
             c.tier = TIER_BENIGN
+
+
+def _went_on_from_warning(c: Candidate, cands: list[Candidate], lines: set[tuple[int, int]]) -> bool:
+    # The warnings module prints and returns, by design (a warning made an error is raised, with a
+    # traceback, not printed in this form): its source line and one ordinary line of the process
+    # after it show the process went on, and what fails later states the failure; unless it says
+    # the warning's words again ("UserWarning: CUDA initialization: Unexpected error from
+    # cudaGetDeviceCount()", then "RuntimeError: Unexpected error from cudaGetDeviceCount()"): then
+    # the warning stated it first. With nothing failing later, the warning is all the log says.
+    if _PYTHON_WARNING.match(c.hit.facts.message) is None or not carried_on(c, lines, 2, within=3):
+        return False
+    later = [x for x in cands if x.hit.file_index == c.hit.file_index and x.line > c.line]
+    return any(x.tier <= TIER_DEATH for x in later) and not any(says_the_same(c, x) for x in later)
 
 
 _SHAPE_TIER = {

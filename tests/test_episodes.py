@@ -23,6 +23,11 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
                 ],
             ),
             signature_doc(
+                "collective-stalled",
+                category="distributed",
+                fingerprints=[{"literal": "Collective stalled"}, {"literal": "dropping the process"}],
+            ),
+            signature_doc(
                 "kernel-too-big",
                 category="torch-compile",
                 fingerprints=[{"regex": r"error +: Entry function '\w+' uses too much parameter space"}],
@@ -145,6 +150,23 @@ def test_a_thrown_line_that_repeats_the_line_above_with_other_values_leaves_it_t
     # other words, not other values: the earlier line is a notice, the thrown one states it
     notice = log.replace("Watchdog caught a timeout on device 1 after 600 s.", "taking the process down")
     assert run(library, notice + STACK).initiating.line == 2  # type: ignore[union-attr]
+
+
+def test_an_uncaught_cpp_exception_states_it_not_the_notice_a_paste_wrapped_above(library: Library) -> None:
+    # a paste hard-wrapped at 70 characters: the notice runs over three lines, the what() over two
+    def wrapped(second: str) -> str:
+        return (
+            "[E pg.cpp:325] dropping the process, as some operations failed and".ljust(70)
+            + f"\n{second}\nto keep the data whole.\n"
+            + "terminate called after throwing an instance of 'std::runtime_error'\n"
+            + "  what():  [Rank 0] Collective stalled: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000)"[:70]
+            + "\n ran for 1804582 milliseconds before timing out.\n"
+        )
+
+    d = run(library, wrapped("x" * 70))
+    assert d.initiating and d.initiating.line == 5
+    # lines of unequal widths are no wrapped paste: three lines apart, the two are no one episode
+    assert run(library, wrapped("x" * 60)).initiating.line == 1  # type: ignore[union-attr]
 
 
 def _failure_table(first_entry: str) -> str:

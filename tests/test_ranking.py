@@ -347,6 +347,25 @@ def test_a_known_failure_logged_as_a_warning_and_carried_on_from_was_survived(li
     assert run(library, stopped).initiating.line == 1  # type: ignore[union-attr]
 
 
+def test_a_warning_the_warnings_module_printed_and_returned_from_was_survived(library: Library) -> None:
+    warning = "/usr/lib/python3.5/importlib/_bootstrap.py:222: RuntimeWarning: disk-broke happened\n"
+    went_on = "  return f(*args, **kwds)\nUsing numpy backend\nINFO:root:start\n"
+    d = run(library, warning + went_on + "ValueError: stats missing\n")
+    assert d.initiating and d.initiating.line == 5 and d.status is Status.UNRECOGNIZED
+    # the same words logged as an error record: no warning, it states the failure
+    logged = warning.replace("RuntimeWarning: ", "")
+    assert run(library, logged + went_on + "ValueError: stats missing\n").initiating.line == 1  # type: ignore[union-attr]
+    # a warning the process printed last, then died: nothing after it shows it went on
+    assert run(library, warning + "ValueError: stats missing\n").initiating.line == 1  # type: ignore[union-attr]
+    # nothing fails later: the warning is all the log says
+    assert run(library, warning + went_on).initiating.line == 1  # type: ignore[union-attr]
+    # what fails later says the warning's words again: the warning stated it first
+    repeated = "RuntimeError: Unexpected error: disk-broke happened\n"
+    warning = warning.replace("happened", "happened on the shard index")
+    repeated = repeated.replace("happened", "happened on the shard index")
+    assert run(library, warning + went_on + repeated).initiating.line == 1  # type: ignore[union-attr]
+
+
 def test_an_nccl_warning_the_process_went_on_from_is_not_the_failure(library: Library) -> None:
     warn = "hostq:311:311 [2] ibwrap.cc:90 NCCL WARN kernel-fault happened\n"
     went_on = "hostq:311:311 [2] NCCL INFO NET/Socket : Using [0]eth0\n"
