@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from signatures.candidate import TIER_BENIGN, TIER_DEATH, TIER_DOWNSTREAM, TIER_UNKNOWN, Candidate
+from signatures.candidate import (
+    TIER_BENIGN,
+    TIER_DEATH,
+    TIER_DOWNSTREAM,
+    TIER_UNKNOWN,
+    TIER_WRAPPER,
+    Candidate,
+)
 from signatures.lines import unwrap
 from signatures.tracebacks import exception_name
 
@@ -62,7 +69,8 @@ _SLURM_CANCEL = re.compile(
 
 def demote_step_beside_job(cands: list[Candidate]) -> None:
     """Slurm prints the job's cancellation and each step's at the same second: the JOB line states
-    the cause (the job was cancelled, or ran out of time), a STEP line what that did to one step."""
+    the cause (the job was cancelled, or ran out of time), a STEP line what that did to one step.
+    A STEP cancelled just after srun reported one of its tasks exiting badly was cancelled for that."""
     jobs = {
         (m.group("job"), m.group("at"))
         for c in cands
@@ -70,8 +78,25 @@ def demote_step_beside_job(cands: list[Candidate]) -> None:
     }
     for c in cands:
         m = _SLURM_CANCEL.search(c.text)
-        if m is not None and m.group("what") == "STEP" and (m.group("job"), m.group("at")) in jobs:
+        if m is None or m.group("what") != "STEP":
+            continue
+        if (m.group("job"), m.group("at")) in jobs:
             c.tier = max(c.tier, TIER_DOWNSTREAM)
+        elif _after_a_task_exit(c):
+            c.tier = max(c.tier, TIER_WRAPPER)  # srun's tear-down of the step, as its other notices
+
+
+# srun's report of a task that ended badly: srun then cancels the step (--kill-on-bad-exit).
+_TASK_EXIT = re.compile(
+    r"srun: error: \S+: tasks? [0-9,-]+: "
+    r"(?:Exited with exit code [1-9]|Killed|Terminated|Aborted|Segmentation)"
+)
+
+
+def _after_a_task_exit(step: Candidate) -> bool:
+    # A step cancelled right after one of its tasks exited badly was cancelled by srun for that
+    # exit: the task's report says why.
+    return any(_TASK_EXIT.search(text) for text in step.hit.before)
 
 
 # A verdict that stops a job for running too long or on request: it says when the job was
