@@ -33,7 +33,10 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"(?=\[?\d{4}-\d\d-\d\d[ T]|[IWEF]\d{4} |\[?(?:INFO|WARNING|ERROR|CRITICAL|FATAL)\b"
         r"|\[(?:rank|RANK)(?:: ?| )?\d+\]"  # or a rank tag: "...it/s, loss=3.4][rank: 2] Received ..."
         # or a crash: "...9.51it/s]Fatal Python error: Segmentation fault"
-        r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): )",
+        r"|Fatal Python error: |Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception): "
+        # or a shell's report ("?it/s]zsh: bus error  yolo ...", ".../jac-crun: line 6:  3305 Killed")
+        # or a source location's ("?it/s]/AppleInternal/.../MPSNDArrayGatherND.mm:256: failed ...")
+        r"|(?:ba|z|k|da)?sh: |/[^\s:|]+: line \d+: |/[^\s:|]+\.\w{1,4}:\d+: )",
         r"^`(?=[^`])",  # a line pasted as inline code
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^[0-9a-f]{8} \|\| ",  # Determined's trial logs: the container's short id, "8de2ca81 || "

@@ -66,6 +66,9 @@ def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) 
     Latest first: a line whose metrics a later line of the same process printed non-finite too,
     and that one recovered, recovered as well (a long run of ``nan`` lines, in a log too large to
     keep every progress line, shows the finite value only near its last line)."""
+    for c in cands:
+        if c.signature is None and "non-finite-row" in c.shapes and _row_came_back(c):
+            c.tier = TIER_BENIGN
     came_back: set[tuple[int, int | None, frozenset[str]]] = set()
     metric = [c for c in cands if c.signature is None and "non-finite-metric" in c.shapes]
     for c in sorted(metric, key=lambda c: (c.hit.file_index, -c.line)):
@@ -74,3 +77,15 @@ def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) 
             came_back.add(key)
             if c.tier == TIER_DEGRADED:
                 c.tier = TIER_BENIGN
+
+
+_ROW = re.compile(r"^\s*\d+/\d+\s")
+_NON_FINITE_VALUE = re.compile(r"(?:^|\s)[-+]?(?:nan|inf)(?:\s|$)")
+
+
+def _row_came_back(c: Candidate) -> bool:
+    # A later row of the same table, of the same process, with every value finite.
+    return any(
+        f.rank == c.hit.rank and _ROW.match(f.message) and not _NON_FINITE_VALUE.search(f.message)
+        for f in (unwrap(t) for t in c.hit.after)
+    )

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 
 from signatures.lines import LineFacts
 from signatures.ncclwarn import nccl_warning_failed
-from signatures.shapes import ERROR_LEVELS, QUIET_LEVELS, Shape, ShapeKind
+from signatures.shapes import Shape, ShapeKind
+from signatures.shapewords import ERROR_LEVELS, QUIET_LEVELS
 
 # Python's warnings module: "path.py:744: UserWarning: ...". A warning, whatever it quotes.
 PY_WARNING = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")

@@ -22,6 +22,15 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from signatures.shapewords import (
+    FAILING_LEVEL,
+    GLOG_HEADS,
+    NAMED_LEVELS,
+    NON_FINITE_NEEDLES,
+    NON_FINITE_ROW,
+    TF_ROOT_KINDS,
+)
+
 
 class ShapeKind(StrEnum):
     ERROR = "error"  # a process states that something failed
@@ -46,59 +55,6 @@ class Shape:
         """The line check: ``pattern``, or the needles as one alternation."""
         return self.pattern or "|".join(re.escape(n.decode("ascii")) for n in self.needles)
 
-
-# Levels of a log record that never state a failure of their own, and those that do.
-QUIET_LEVELS = ("I", "D", "W")
-ERROR_LEVELS = ("E", "F", "C")
-
-_LEVEL = r"(?:ERROR|CRITICAL|FATAL)"
-# glog heads: E0612 12:00:00 (c10's own: E612), [E file.cc:12], TensorFlow's "E tensorflow/..."
-_GLOG_HEADS = (
-    # E and F: a FATAL record states its failure whether or not it is a "Check failed"
-    *(f"{level}{digit}".encode() for level in "EF" for digit in range(10)),
-    b"[E ",
-    b"[F ",
-    b": E ",
-    b": F ",
-    b"E tensorflow",
-    b"E external",
-)
-# A level named in lower case: logfmt's level=error, JSON's "level": "error", a bracketed [error] head
-_NAMED_LEVELS = (
-    *(f"level={w}".encode() for w in ("error", "fatal", "critical")),
-    *(f'"level": "{w}"'.encode() for w in ("error", "fatal", "critical")),
-    *(f'"level":"{w}"'.encode() for w in ("error", "fatal", "critical")),
-    *(f"[{w}] ".encode() for w in ("error", "fatal", "critical")),
-)
-# "nan" or "inf" as a printed value ("loss: nan", "'grad_norm': nan", "loss=inf", "| loss nan |",
-# "[Loss] nan"),
-# never "nan_count" or "info".
-_NON_FINITE = (
-    *(
-        lead + word
-        for word in (b"nan", b"NaN", b"inf")
-        for lead in (b": ", b"=", b"= ", b"'", b"ss ", b"rm ", b"] ")
-    ),
-    b"(nan",  # loss: tensor(nan, device=...)
-)
-
-
-# TensorFlow's status kinds by name, as a root error prints them ("(0) Invalid argument: ...");
-# "Out of range" (an input's end) and "Cancelled" (a consequence) state no failure of their own.
-_TF_ROOT_KINDS = (
-    "Internal",
-    "Invalid argument",
-    "Resource exhausted",
-    "Failed precondition",
-    "Unavailable",
-    "Aborted",
-    "Unknown",
-    "Not found",
-    "Data loss",
-    "Deadline exceeded",
-    "Permission denied",
-    "Unimplemented",
-)
 
 SHAPES: tuple[Shape, ...] = (
     Shape(
@@ -140,21 +96,26 @@ SHAPES: tuple[Shape, ...] = (
         "failed-assertion",
         ShapeKind.ERROR,
         "a failed C/CUDA assertion",
-        (b"Assertion ", b"Check failed: "),
+        (b"Assertion ", b"Check failed: ", b"failed assertion `"),
         # a Check after glog's head ("file.cc:12] ") or a source location ("file.h:100: ", dmlc)
-        re.compile(r"Assertion [`'].{1,400}['`] failed|(?:^|\] |\.\w{1,4}:\d+: )Check failed: "),
-        pattern=(r"Assertion [`'][^\n]*['`] failed|Check failed: "),
+        # Apple's Metal shaders say it the other way round: "X.mm:256: failed assertion `...'"
+        re.compile(
+            r"Assertion [`'].{1,400}['`] failed|(?:^|\] |\.\w{1,4}:\d+: )Check failed: "
+            r"|\.\w{1,4}:\d+: failed assertion `"
+        ),
+        pattern=(r"Assertion [`'][^\n]*['`] failed|Check failed: |:[0-9]+: failed assertion `"),
     ),
     Shape(
         "logged-error",
         ShapeKind.ERROR,
         "a log record at ERROR level or above",
-        (b"ERROR", b"CRITICAL", b"FATAL", *_GLOG_HEADS, *_NAMED_LEVELS),
+        (b"ERROR", b"CRITICAL", b"FATAL", *GLOG_HEADS, *NAMED_LEVELS),
         # The level comes from the record's head (glog, logging, vLLM ...) or leads the message:
         re.compile(
-            rf"^[^\w\n]{{0,4}}{_LEVEL}\b(?!_)(?:[^\w\n]|$)"  # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
-            rf"|^\S+ {{1,3}}- {{1,3}}{_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
-            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{_LEVEL} +[-|] "  # loguru and friends
+            # "ERROR: ...", "[ERROR] ...", "**ERROR: ...**"
+            rf"^[^\w\n]{{0,4}}{FAILING_LEVEL}\b(?!_)(?:[^\w\n]|$)"
+            rf"|^\S+ {{1,3}}- {{1,3}}{FAILING_LEVEL} {{1,3}}- "  # "name - ERROR - msg" (asctime stripped)
+            rf"|^(?:[\w./:-]+ +){{0,3}}[-|] {{0,3}}{FAILING_LEVEL} +[-|] "  # loguru and friends
             # logfmt's level=error, JSON's "level": "error" (not an option's --level=error)
             r"""|(?:^|[ \t{,])["']?level["']?[ \t]*[:=][ \t]*["']?(?:error|fatal|critical)\b"""
         ),
@@ -199,11 +160,11 @@ SHAPES: tuple[Shape, ...] = (
             *(f"nccl{code}".encode() for code in ("Unhandled", "System", "Internal", "Invalid", "Remote")),
             b"error=",
             b"error: ",
-            *(f") {kind}: ".encode() for kind in _TF_ROOT_KINDS),  # TensorFlow's "(1) Internal: ..."
+            *(f") {kind}: ".encode() for kind in TF_ROOT_KINDS),  # TensorFlow's "(1) Internal: ..."
         ),
         re.compile(
             r"\b(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
-            rf"|^\s*\(\d+\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
+            rf"|^\s*\(\d+\) (?:{'|'.join(TF_ROOT_KINDS)}): "
             r"|\bResource exhausted: |\bCUDA_ERROR_(?!SUCCESS)[A-Z_]+|\b[A-Z]+_STATUS_(?!SUCCESS\b)[A-Z_]+"
             r"|CUDA error: |\b[Cc]uda failure |cuda runtime error \(|\berror=-?[1-9]\d*\b"
             r"|\berror: -?[1-9]\d*\)"  # a code closing a call's report: "(m: 768, k: 64, error: 13)"
@@ -213,7 +174,7 @@ SHAPES: tuple[Shape, ...] = (
             r"(?:RESOURCE_EXHAUSTED|INTERNAL|UNAVAILABLE|DEADLINE_EXCEEDED|FAILED_PRECONDITION|DATA_LOSS): "
             r"|Resource exhausted: |CUDA_ERROR_|_STATUS_|CUDA error: |uda failure |cuda runtime error \("
             r"|error=-?[1-9]|error: -?[1-9][0-9]*\)"
-            rf"|\) (?:{'|'.join(_TF_ROOT_KINDS)}): "
+            rf"|\) (?:{'|'.join(TF_ROOT_KINDS)}): "
             r"|nccl(?:Unhandled|System|Internal|Invalid|Remote)"
         ),
     ),
@@ -288,7 +249,7 @@ SHAPES: tuple[Shape, ...] = (
         "non-finite-metric",
         ShapeKind.DEGRADATION,
         "a loss or gradient norm that is no longer finite",
-        _NON_FINITE,
+        NON_FINITE_NEEDLES,
         re.compile(
             # the name may go on past the word: "train_mel_loss_before = nan."
             r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)\w*?"
@@ -296,6 +257,16 @@ SHAPES: tuple[Shape, ...] = (
             re.IGNORECASE,
         ),
         pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b"),
+    ),
+    Shape(
+        # a training table's row (ultralytics' "0/2  1.86G  nan  nan  nan  113  640: 100%|...",
+        # under "Epoch gpu_mem box obj cls ..."): its columns hold the losses, unnamed on the row
+        "non-finite-row",
+        ShapeKind.DEGRADATION,
+        "a row of a training table whose values are no longer finite",
+        (b" nan ", b" inf "),
+        NON_FINITE_ROW,
+        pattern=r"[0-9]+/[0-9]+ .*(nan|inf) +(nan|inf) .*[0-9]%\|",
     ),
     Shape(
         "limit-hit",

@@ -218,3 +218,38 @@ def test_the_carried_line_keeps_its_own_strength_under_a_wrappers_signature(libr
     d = run(library, log)
     assert d.initiating is not None and d.initiating.line == 4
     assert d.signature is not None and d.signature.id == "step-carrier"
+
+
+def test_a_training_tables_row_of_non_finite_values_is_a_degradation(library: Library) -> None:
+    header = "     Epoch   gpu_mem       box       obj       cls    labels  img_size\n"
+    bar = ": 100%|##########| 16/16 [00:23<00:00,  1.44s/it]\n"
+    nan_row = "       0/2     1.86G       nan       nan       nan       113       640" + bar
+    d = run(library, header + nan_row + nan_row.replace("0/2", "1/2"))
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 2
+    # the next epoch's row finite again: recovered
+    finite = nan_row.replace("0/2", "1/2").replace("nan", "0.05")
+    assert run(library, header + nan_row + finite).status is Status.CLEAN
+    # one value alone, or a row without a bar, is no table of losses
+    one = nan_row.replace("nan       nan       nan", "nan       0.02      0.01")
+    assert run(library, header + one).status is Status.CLEAN
+    assert run(library, header + nan_row.replace(bar, "\n")).status is Status.CLEAN
+
+
+def test_a_failed_assertion_printed_onto_a_bar_states_the_failure(library: Library) -> None:
+    line = "/Src/MPSNDArray/Kernels/MPSNDArrayGatherND.mm:256: failed assertion `Rank of updates (1)'\n"
+    tracker = (
+        "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: "
+        "There appear to be 1 leaked semaphore objects to clean up at shutdown\n"
+        "  warnings.warn('resource_tracker: There appear to be %d '\n"
+    )
+    table = (
+        "      Epoch    GPU_mem   box_loss   cls_loss  Instances       Size\n"
+        "       1/20         0G      2.888      30.52         22       1920: 100%|##########| 300/300"
+        " [13:00<00:00,  2.60s/it]\n"
+    )
+    bar = "      Class     Images   Box(P      R  mAP50):   0%|          | 0/19 [00:00<?, ?it/s]"
+    d = run(library, table + bar + line + tracker)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 3
+    # no source location before it: a sentence that mentions one
+    quoted = "epoch 1 loss 2.0\nthe failed assertion `x' is in the docs\nepoch 2 loss 1.9\n"
+    assert run(library, quoted).status is Status.CLEAN

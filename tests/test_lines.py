@@ -275,6 +275,21 @@ def test_ucx_signal_handler_head_gives_host_and_pid() -> None:
             "RuntimeError: CUDA error: boom",
             None,
         ),
+        (
+            "  0%|          | 0/144 [00:00<?, ?it/s]zsh: bus error  yolo task=detect",
+            "zsh: bus error  yolo task=detect",
+            None,
+        ),
+        (
+            "val:   2%|#4   | 20/1094 [00:41<11:04,  1.62it/s]/opt/bin/crun: line 6:  3305 Killed",
+            "/opt/bin/crun: line 6:  3305 Killed",
+            None,
+        ),
+        (
+            "  0%|          | 0/19 [00:00<?, ?it/s]/Src/MPS/GatherND.mm:256: failed assertion `Rank (1)'",
+            "/Src/MPS/GatherND.mm:256: failed assertion `Rank (1)'",
+            None,
+        ),
     ],
 )
 def test_a_record_printed_onto_a_progress_bar_is_read_as_its_own(
@@ -289,6 +304,8 @@ def test_a_progress_bar_alone_keeps_its_text() -> None:
     assert unwrap(bar).message == bar
     words = bar + " saved checkpoint"  # words after a bar are not a record of their own
     assert unwrap(words).message == words
+    path = bar + "/ckpt/epoch3.pt"  # nor a path that names no source line
+    assert unwrap(path).message == path
 
 
 @pytest.mark.parametrize(
