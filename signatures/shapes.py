@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from signatures.shapewords import (
+    CODED_ERROR_NEEDLES,
     FAILING_LEVEL,
     GLOG_HEADS,
     NAMED_LEVELS,
@@ -244,6 +245,16 @@ SHAPES: tuple[Shape, ...] = (
         (b"errno", b"Errno"),
         re.compile(r"\(errno:? [1-9]\d*|\[Errno [1-9]\d*\]|\berrno[= ][1-9]\d*"),
         pattern=(r"\(errno:? [1-9]|\[Errno [1-9]|errno[= ][1-9]"),
+    ),
+    Shape(
+        # Ascend CANN's error codes head their records: "EI0009: [PID: N] <time> Transport init
+        # error. Reason: ...", "EJ0001: ...", "EE9999: [PID: N] ... get error: ..." (W codes warn)
+        "coded-error",
+        ShapeKind.ERROR,
+        "a record headed by an error code (Ascend CANN's EI0009:)",
+        CODED_ERROR_NEEDLES,
+        re.compile(r"^E[A-Z][0-9]{4}: +(?!Inner Error!?\s*$)\S"),
+        pattern=r"(?:^|[ \]:])E[A-Z][0-9]{4}: +[^ \n]",
     ),
     Shape(
         "non-finite-metric",

@@ -61,3 +61,6 @@ TF_ROOT_KINDS = (
     "Permission denied",
     "Unimplemented",
 )
+
+# An error code's record: "E" and a letter, four digits ("EI0009: ", "EE9999: ").
+CODED_ERROR_NEEDLES = tuple(f"E{letter}".encode() for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ")

@@ -253,3 +253,14 @@ def test_a_failed_assertion_printed_onto_a_bar_states_the_failure(library: Libra
     # no source location before it: a sentence that mentions one
     quoted = "epoch 1 loss 2.0\nthe failed assertion `x' is in the docs\nepoch 2 loss 1.9\n"
     assert run(library, quoted).status is Status.CLEAN
+
+
+def test_a_record_headed_by_an_error_code_states_a_failure(library: Library) -> None:
+    record = "EI0009: [PID: 2225827] 2025-09-24-20:59:48.119 Transport init error. Reason: link refused\n"
+    solution = "[rank1]:   Solution: check the other NPUs\n"
+    d = run(library, "[rank0]: step 1 loss 2.0\n[rank1]: " + record + solution + "[rank0]: step 2 loss 1.9\n")
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 2
+    assert d.initiating.rank == 1
+    # a warning's code, or the bare "Inner Error!" heading, states nothing by itself
+    for quiet in ("W11001: [PID: 7] High-priority service started\n", "EE9999: Inner Error!\n"):
+        assert run(library, "step 1 loss 2.0\n" + quiet).status is Status.CLEAN, quiet
