@@ -32,7 +32,7 @@ class Kind(StrEnum):
 # The engine's own patterns: what an error looks like when no signature knows it.
 _EXCEPTION_SCAN = (
     r"(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?:\([\w.]{1,120}\))?"  # Ray's RayTaskError(KeyError):
-    r"(?: \(see above for traceback\))?(?::|\r?$)"
+    r"(?: \(see above for traceback\))?(?::|[ \t]*\r?$)"  # "MemoryError " as pasted
     # an exception class of any name in an exceptions module: triton.runtime.errors.OutOfResources:
     r"|\.(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
 )

@@ -139,6 +139,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|^[\w.-]+ fatal +: \S"  # nvcc fatal   : ...
             r"|^[\w.-]+ \S+, line \d+; (?:error|fatal) +: \S"  # ptxas /tmp/f.ptx, line 12; error   : ...
             r"|^(?:\S*/)?ld(?:\.\w+)?: cannot find \S"  # the linker: /usr/bin/ld: cannot find -lcurand
+            r"|^loc\(.*\): error: \S"  # MLIR's diagnostics (XLA, Metal graphs): loc("mps_sub"(...)): error:
         ),
         pattern=(
             r": (?:fatal )?error: |^[ \t]*error: |^[\w.-]+ fatal +: |, line [0-9]+; (?:error|fatal) +: "

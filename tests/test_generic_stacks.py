@@ -264,3 +264,29 @@ def test_a_record_headed_by_an_error_code_states_a_failure(library: Library) -> 
     # a warning's code, or the bare "Inner Error!" heading, states nothing by itself
     for quiet in ("W11001: [PID: 7] High-priority service started\n", "EE9999: Inner Error!\n"):
         assert run(library, "step 1 loss 2.0\n" + quiet).status is Status.CLEAN, quiet
+
+
+def test_a_bare_exception_name_with_the_pastes_trailing_space_ends_its_traceback(library: Library) -> None:
+    frames = 'Traceback (most recent call last):\nFile "buffer.py", line 39, in extend\nself += list(data)\n'
+    d = run(library, "step 1 loss 2.0\n" + frames + "MemoryError \n")
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 5
+    # a word that only ends in Error, inside a sentence, is no exception line
+    assert (
+        run(library, "step 1 loss 2.0\nsee MemoryError in the docs\nstep 2 loss 1.9\n").status is Status.CLEAN
+    )
+
+
+def test_an_mlir_diagnostic_states_a_compilers_error(library: Library) -> None:
+    diag = (
+        'loc("mps_subtract"("(mpsFileLoc): /Src/MPSGraphUtilities.mm":228:0)): '
+        "error: input types are not broadcast compatible\n"
+    )
+    d = run(
+        library,
+        "step 1 loss 2.0\n"
+        + diag
+        + "LLVM ERROR: Failed to infer result type(s).\nzsh: abort      python train.py\n",
+    )
+    assert d.initiating and d.initiating.line == 2
+    note = diag.replace("): error: ", "): note: ")
+    assert run(library, "step 1 loss 2.0\n" + note + "step 2 loss 1.9\n").status is Status.CLEAN
