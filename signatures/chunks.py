@@ -146,7 +146,9 @@ def _check_text(name: str, block: bytes) -> None:
         raise BinaryInput(f"{name}: looks like binary data, not a text log (it contains NUL bytes)")
     if not sample:
         return
-    control = sum(1 for b in sample if b < 9 or 13 < b < 27 or 27 < b < 32)
+    # Terminal controls are text: \t \n \r, ESC's colours, and the backspaces Keras' progress bar
+    # redraws itself with when its output is no terminal.
+    control = sum(1 for b in sample if b < 8 or 13 < b < 27 or 27 < b < 32)
     if control > len(sample) // 10:
         raise BinaryInput(f"{name}: looks like binary data, not a text log")
 

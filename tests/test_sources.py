@@ -71,6 +71,16 @@ def test_binary_file_is_refused(library: Library) -> None:
         diagnose([Source.from_bytes("model.pt", b"PK\x00\x00" * 10 + bytes(range(256)))], library=library)
 
 
+def test_a_progress_bar_redrawn_with_backspaces_is_text(library: Library) -> None:
+    # Keras writes its bar, then as many backspaces as it is long, to draw the next one
+    bar = "1/9 [==>.......] - ETA: 3s - loss: 0.41"
+    log = ("\b" * len(bar) + bar) * 200 + "\nEpoch 2/9\n"
+    assert diagnose([Source.from_text("train.log", log)], library=library).status is Status.CLEAN
+    # other control bytes as thick are still no text
+    with pytest.raises(BinaryInput, match="binary"):
+        diagnose([Source.from_bytes("x.bin", ("\x07" * len(bar) + bar).encode() * 200)], library=library)
+
+
 def test_corrupt_gzip_is_refused(library: Library) -> None:
     with pytest.raises(CorruptArchive, match="gzip"):
         diagnose([Source.from_bytes("x.gz", b"\x1f\x8b\x08\x00garbage-garbage-garbage")], library=library)
