@@ -88,6 +88,8 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^(?![\w.]*(?:Error|Exception|Warning):)\w+(?:\.\w+)+: "
         r"\[(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL)\] ",
         r"^\[[\w.-]+\.py:\d+:\w+\] ",  # DeepSpeed [file.py:183:fn]
+        # loguru, its time peeled: "| WARNING  | pkg.mod:func:208 - msg"
+        r"^\| (?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL) *\| (?:[\w.<>]+:[\w.<>]+:\d+ - )?",
         r"^\([\w:. -]+\) (?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL): ",  # (trainer:275) INFO:
         # vLLM / Ray actor tag; an actor named by its rank: "(PolicyWorker[rank=8] pid=3, ip=h) ",
         # and any more fields after the ip ("(RayTrainWorker pid=3, ip=h, rank=2) "; processtags

@@ -358,3 +358,16 @@ def test_unwrap_peels_a_parents_relay_of_its_childs_streams() -> None:
     assert facts.message == "  rank      : 1 (local_rank: 1)"
     assert unwrap("stdout: [rank2]: RuntimeError: x").rank == 2
     assert unwrap("subprocess stderr: x").message == "subprocess stderr: x"  # not at the head
+
+
+def test_a_loguru_record_gives_its_level_and_message() -> None:
+    line = (
+        " 7: 2025-01-24 14:23:53.201 | WARNING  | mix.dataset:_cleanup:208 - FileNotFoundError during cleanup"
+    )
+    facts = unwrap(line)
+    assert (facts.message, facts.level, facts.rank) == ("FileNotFoundError during cleanup", "W", 7)
+    error = unwrap("2025-01-24 14:23:53.201 | ERROR    | __main__:main:12 - RuntimeError: boom")
+    assert (error.message, error.level) == ("RuntimeError: boom", "E")
+    # a table drawn with bars is no loguru record
+    row = "| epoch | loss |"
+    assert unwrap(row).message == row
