@@ -38,7 +38,7 @@ EXCEPTION = re.compile(
     r"|(?<=exc\.)[A-Z]\w+|(?<=errors\.)[A-Z]\w+|(?<=error\.)[A-Z]\w+|(?<=exceptions\.)[A-Z]\w+)"
     + _CARRIED
     + _SEE_ABOVE
-    + r"(?::|\s*$)"  # a bare name may keep the paste's trailing space: "MemoryError "
+    + r"(?::|[ \t]*$)"  # a bare name may keep the paste's trailing space: "MemoryError "
 )
 # A tag the prefix rules do not know ("[job/step (pid 12)] [uuid] ") may still precede the name.
 EXCEPTION_LINE = re.compile(
@@ -46,7 +46,7 @@ EXCEPTION_LINE = re.compile(
     r"(?:(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
     + _CARRIED
     + _SEE_ABOVE
-    + r"(?::|\**\s*$)"
+    + r"(?::|\**[ \t]*$)"  # [ \t], not \s: the bulk form reads many lines at once
     r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
 )
 _WRAPPER_HEAD = re.compile(r"raised:\s*$|^\s*$")
