@@ -262,6 +262,7 @@ _TAGS = re.compile(r"^(?:\s*\[[^\]\n]{1,40}\])+")
 
 
 SAME_WORDS = 24  # characters two messages share that make them one statement
+SAME_READ = 400  # characters of each message compared (the comparison is quadratic)
 
 
 def _stated_before_throw(a: Candidate, b: Candidate) -> bool:
@@ -276,7 +277,8 @@ def says_the_same(a: Candidate, b: Candidate) -> bool:
 
     "[15:43:22] logging.h:245: [15:43:22] stream.h:125: Check failed: ..." then "what():
     [15:43:22] stream.h:125: Check failed: ..."."""
-    x, y = _DIGITS.sub("#", a.hit.facts.message), _DIGITS.sub("#", b.hit.facts.message)
+    x = _DIGITS.sub("#", a.hit.facts.message[:SAME_READ])
+    y = _DIGITS.sub("#", b.hit.facts.message[:SAME_READ])
     match = SequenceMatcher(None, x, y, autojunk=False).find_longest_match(0, len(x), 0, len(y))
     return match.size >= SAME_WORDS
 

@@ -79,6 +79,7 @@ from signatures.reports import (
     yield_carriers,
     yield_report_banners,
 )
+from signatures.shapecheck import PY_WARNING
 from signatures.shapes import ShapeKind
 from signatures.spec import Outcome, Signature
 from signatures.stops import (
@@ -228,8 +229,6 @@ def _logged_and_handled(hit: Hit) -> bool:
 
 _REPORTED = re.compile(r"<class '[\w.]+'>|\b[A-Z]\w*(?:Error|Exception)\b")
 _WARNING_LEAD = re.compile(r"^\W{0,4}(?:Warning|WARNING|WARN)\b")
-# Python's warnings module: "path/to/module.py:222: RuntimeWarning: numpy.dtype size changed ...".
-_PYTHON_WARNING = re.compile(r"^\S+\.pyx?:\d+: (?:\w+\.)*\w*Warning: ")
 
 
 def _a_quiet_record(hit: Hit, progress: Progress | None) -> bool:
@@ -277,10 +276,14 @@ def _went_on_from_warning(c: Candidate, cands: list[Candidate], lines: set[tuple
     # the warning's words again ("UserWarning: CUDA initialization: Unexpected error from
     # cudaGetDeviceCount()", then "RuntimeError: Unexpected error from cudaGetDeviceCount()"): then
     # the warning stated it first. With nothing failing later, the warning is all the log says.
-    if _PYTHON_WARNING.match(c.hit.facts.message) is None or not carried_on(c, lines, 2, within=3):
+    if PY_WARNING.match(c.hit.facts.message) is None or not carried_on(c, lines, 2, within=3):
         return False
     later = [x for x in cands if x.hit.file_index == c.hit.file_index and x.line > c.line]
-    return any(x.tier <= TIER_DEATH for x in later) and not any(says_the_same(c, x) for x in later)
+    failed = [x for x in later if x.tier <= TIER_DEATH][:WARNING_ECHOES_READ]
+    return bool(failed) and not any(says_the_same(c, x) for x in failed)
+
+
+WARNING_ECHOES_READ = 20  # failures after a warning read for its words (each comparison is quadratic)
 
 
 _SHAPE_TIER = {
