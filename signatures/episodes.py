@@ -252,7 +252,7 @@ def keep_thrown_statements(cands: list[Candidate]) -> list[Candidate]:
             gap = later - a.line - _wrapped_lines(a)
             if not (one and a.tier == b.tier and 0 < gap <= EPISODE_GAP) or _thrown(a):
                 break
-            if _quoted(a, b) is False and not (_uncaught(b) and _stated_before_throw(a, b)):
+            if _quoted(a, b) is False and not _stated_before_throw(a, b, _uncaught(b)):
                 gone.add(id(a))
             later = a.line
     return [c for c in cands if id(c) not in gone]
@@ -265,11 +265,12 @@ SAME_WORDS = 24  # characters two messages share that make them one statement
 SAME_READ = 400  # characters of each message compared (the comparison is quadratic)
 
 
-def _stated_before_throw(a: Candidate, b: Candidate) -> bool:
-    # Above an uncaught exception, only a logged record ("[E pg.cpp:325] ... taking the entire
-    # process down") is a notice of it; a line printed bare (a kernel's failed assertion) stated
-    # the failure, as does a record the what() repeats.
-    return a.hit.facts.level is None or says_the_same(a, b)
+def _stated_before_throw(a: Candidate, b: Candidate, uncaught: bool) -> bool:
+    # Above a thrown line, only a logged record ("[E pg.cpp:325] ... taking the entire process
+    # down") is a notice of it; a line printed bare (a kernel's failed assertion) stated the
+    # failure, as does a record an uncaught exception's what() repeats. (A thrown line followed
+    # by its stack shares a logged record's prefix, so only a what() is compared for words.)
+    return a.hit.facts.level is None or (uncaught and says_the_same(a, b))
 
 
 def says_the_same(a: Candidate, b: Candidate) -> bool:

@@ -132,6 +132,33 @@ def demote_other_entries(cands: list[Candidate]) -> None:
                 c.tier = max(c.tier, min(s.tier for s in near))
 
 
+_EXIT_VALUE = re.compile(r"^(?P<code>-?\d+) \(pid: (?P<pid>\d+)\)")
+
+
+def move_to_agent_records(cands: list[Candidate]) -> None:
+    """The agent logs each worker's death as it sees it (``failed (exitcode: -15) local_rank: 0
+    (pid: 206843)``) before it prints its table: an entry's exitcode line that no signature knows
+    repeats that record, which stated the death first (the same exit code and pid)."""
+    for c in cands:
+        if c.signature is not None or c.line != c.hit.line or not is_exit_field(c.hit.text):
+            continue
+        m = _EXIT_VALUE.match(entry_fields(c.hit.before, c.hit.text, c.hit.after).get("exitcode", ""))
+        if m is None:
+            continue
+        said = (f"(exitcode: {m.group('code')})", f"(pid: {m.group('pid')})")
+        records = [
+            a
+            for a in cands
+            if a.hit.file_index == c.hit.file_index
+            and a.line < c.line
+            and not is_field(a.hit.text)
+            and all(s in a.hit.text for s in said)
+        ]
+        if records:
+            first = min(records, key=lambda a: a.line)
+            c.line, c.text = first.line, first.text
+
+
 def demote_later_root_causes(cands: list[Candidate]) -> None:
     """Several agents (nodes) print one failure table each: the root cause whose entry's ``time``
     is the earliest failed first; the other tables' entries report later failures."""

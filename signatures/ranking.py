@@ -58,7 +58,12 @@ from signatures.episodes import (
     says_the_same,
     stack_of_quiet_record,
 )
-from signatures.failtable import demote_agent_kills, demote_later_root_causes, demote_other_entries
+from signatures.failtable import (
+    demote_agent_kills,
+    demote_later_root_causes,
+    demote_other_entries,
+    move_to_agent_records,
+)
 from signatures.hits import Hit
 from signatures.leads import promote_episode_leads
 from signatures.library import Kind, Library
@@ -169,6 +174,7 @@ def candidates(
     demote_recovered_metrics(out, progress)
     _demote_late_unknowns(out)
     demote_other_entries(out)
+    move_to_agent_records(out)
     demote_later_root_causes(out)
     demote_agent_kills(out)
     demote_teardown(out, list(stops))

@@ -152,6 +152,15 @@ def test_a_thrown_line_that_repeats_the_line_above_with_other_values_leaves_it_t
     assert run(library, notice + STACK).initiating.line == 2  # type: ignore[union-attr]
 
 
+def test_a_bare_line_above_a_thrown_line_states_it_a_logged_one_gives_way(library: Library) -> None:
+    # a device runtime prints its failure bare; the report below it is followed by its traceback
+    bare = "kernel.cu:101: block: [0,0,0] Collective stalled\nTHCheck FAIL: Collective stalled (59)\n"
+    traceback = 'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\nOSError: x\n'
+    assert run(library, bare + traceback).initiating.line == 1  # type: ignore[union-attr]
+    logged = bare.replace("kernel.cu:101:", "E0416 15:44:18.280050 1 kernel.cu:101]")
+    assert run(library, logged + traceback).initiating.line == 2  # type: ignore[union-attr]
+
+
 def test_an_uncaught_cpp_exception_states_it_not_the_notice_a_paste_wrapped_above(library: Library) -> None:
     # a paste hard-wrapped at 70 characters: the notice runs over three lines, the what() over two
     def wrapped(second: str) -> str:

@@ -100,3 +100,18 @@ def test_the_older_layout_root_cause_other_failures_and_msg_is_read_the_same() -
     text = f"train.py FAILED\n{THICK}\nRoot Cause:\n{entry(0, 0, 866229)}{THICK}\nOther Failures:\n"
     d = _diagnose(text + entry(1, 1, 866230))
     assert d.initiating and "(pid: 866229)" in d.initiating.text
+
+
+def test_the_agents_record_of_a_death_states_it_before_the_tables_entry() -> None:
+    # a worker ended by SIGTERM (no signature claims -15): the agent logged it before its table
+    entry = _entry(0, 2, -15).replace("(SIGBUS)", "(SIGTERM)")
+    record = (
+        "E0415 18:06:54.863000 206745 torch/distributed/elastic/multiprocessing/api.py:882] "
+        "failed (exitcode: -15) local_rank: 2 (pid: {pid}) of binary: /usr/bin/python\n"
+    )
+    d = _diagnose(record.format(pid=16602) + _table(entry))
+    assert d.initiating and d.initiating.line == 1
+    assert d.initiating.rank == 2  # still the entry's rank field
+    # another pid's record is another death: the entry states its own
+    other = _diagnose(record.format(pid=16603) + _table(entry))
+    assert other.initiating and "exitcode  : -15" in other.initiating.text
