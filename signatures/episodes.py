@@ -266,11 +266,11 @@ SAME_READ = 400  # characters of each message compared (the comparison is quadra
 
 
 def _stated_before_throw(a: Candidate, b: Candidate, uncaught: bool) -> bool:
-    # Above a thrown line, only a logged record ("[E pg.cpp:325] ... taking the entire process
-    # down") is a notice of it; a line printed bare (a kernel's failed assertion) stated the
-    # failure, as does a record an uncaught exception's what() repeats. (A thrown line followed
-    # by its stack shares a logged record's prefix, so only a what() is compared for words.)
-    return a.hit.facts.level is None or (uncaught and says_the_same(a, b))
+    # Above an uncaught exception, only a logged record ("[E pg.cpp:325] ... taking the process
+    # down") is its notice: a bare line (a kernel's assertion) or one the what() repeats stated it.
+    # Above a bare line its stack follows (`THCudaCheck FAIL ...`), a bare line stated it too.
+    bare = a.hit.facts.level is None
+    return bare or says_the_same(a, b) if uncaught else bare and b.hit.facts.level is None
 
 
 def says_the_same(a: Candidate, b: Candidate) -> bool:

@@ -27,6 +27,14 @@ TABLE_REACH = 40  # lines from an entry's field to its section's head (blank lin
 ENTRY_REACH = 14  # lines of one entry (six fields, blank lines between them in some pastes)
 
 
+def read_failure_tables(cands: list[Candidate]) -> None:
+    """Every rule of torchrun's table, in order (each is below)."""
+    demote_other_entries(cands)
+    move_to_agent_records(cands)
+    demote_later_root_causes(cands)
+    demote_agent_kills(cands)
+
+
 def is_field(text: str) -> bool:
     """The line is a field of an entry (`  exitcode  : -7 (pid: 5063)`)."""
     return _FIELD.match(unwrap(text).message) is not None

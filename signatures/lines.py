@@ -41,7 +41,6 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
         r"^[A-Za-z][\w.-]* +\| ",  # docker compose: "vllm-1  | "
         r"^[0-9a-f]{8} \|\| ",  # Determined's trial logs: the container's short id, "8de2ca81 || "
         r"^\[(?:rank|RANK)(?P<rank>\d+)\]: ?",  # torchrun --local-ranks-filter / PyTorch 2.2+
-        r"^(?:rank|RANK)(?P<rank>\d+)\]:(?=\[)",  # the same, its bracket cut off by a paste
         r"^\[default(?P<local>\d+)\]: ?",  # torchrun --tee: [{role}{local_rank}]:
         # torchrun --tee with the host as role (--role "$(hostname -s):"): [node7:3] or [node7:3]:
         # (a source file and line, "[hccl_runner.cpp:132]", is a logger's head, not a host)

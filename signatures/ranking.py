@@ -58,19 +58,17 @@ from signatures.episodes import (
     says_the_same,
     stack_of_quiet_record,
 )
-from signatures.failtable import (
-    demote_agent_kills,
-    demote_later_root_causes,
-    demote_other_entries,
-    move_to_agent_records,
-)
+from signatures.failtable import read_failure_tables
 from signatures.hits import Hit
+from signatures.kernelasserts import yield_to_late_assertions
 from signatures.leads import promote_episode_leads
 from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
+from signatures.nativestacks import move_to_stack_owners
 from signatures.ncclwarn import nccl_fell_back
 from signatures.nonfinite import demote_recovered_metrics
 from signatures.pendinglists import name_diverged_lists
+from signatures.printedfirst import move_to_printed_first
 from signatures.progress import Progress
 from signatures.reports import (
     abort_follows_its_error,
@@ -154,8 +152,10 @@ def candidates(
         cand.death = any(x.kind is ShapeKind.DEATH for x in shapes)
         _move_to_assert(cand)
         out.append(cand)
-    out = drop_wrapped_halves(move_introductions(out))
+    out = drop_wrapped_halves(move_introductions(move_to_stack_owners(out)))
     move_to_box_leads(out)
+    yield_to_late_assertions(out)
+    move_to_printed_first(out)
     yield_report_banners(out)
     yield_carriers(out)
     move_to_coded_detail(out)
@@ -173,10 +173,7 @@ def candidates(
     _demote_survived_warnings(out)
     demote_recovered_metrics(out, progress)
     _demote_late_unknowns(out)
-    demote_other_entries(out)
-    move_to_agent_records(out)
-    demote_later_root_causes(out)
-    demote_agent_kills(out)
+    read_failure_tables(out)
     demote_teardown(out, list(stops))
     demote_warnings_after_finish(out, list(finishes))
     demote_step_beside_job(out)

@@ -240,6 +240,17 @@ SHAPES: tuple[Shape, ...] = (
         ),
     ),
     Shape(
+        # dmlc's LOG(FATAL) (MXNet, XGBoost, TVM) prints the message, then its native stack:
+        # "Stack trace returned 10 entries:" or "Stack trace:", then "[bt] (0) ..." lines; the
+        # header is found here, and nativestacks.py moves it to the message it belongs to
+        "native-stack",
+        ShapeKind.ERROR,
+        "a fatal message's native stack (dmlc's [bt] frames)",
+        (b"Stack trace",),
+        re.compile(r"^Stack trace(?: returned \d+ entries)?:[ \t]*$"),
+        pattern=r"Stack trace(?: returned [0-9]+ entries)?:[ \t]*$",
+    ),
+    Shape(
         "os-error",
         ShapeKind.ERROR,
         "a failed system call (errno)",
@@ -264,11 +275,13 @@ SHAPES: tuple[Shape, ...] = (
         NON_FINITE_NEEDLES,
         re.compile(
             # the name may go on past the word: "train_mel_loss_before = nan."
-            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)\w*(?:loss|grad[_ ]norm|gnorm)\w*?"
-            r"\]?['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf)\b",  # "[Loss] nan" too
+            # a loss named by its kind, not "loss": "SmoothL1=nan", "CrossEntropy=inf", "cost: nan"
+            r"(?<![\w.])(?!(?:best|min|lowest|prev)\w*loss)"
+            r"\w*(?:loss|grad[_ ]norm|gnorm|entropy|smooth_?l1|cost|criterion|objective)\w*?"
+            r"\]?['\"]?[ \t]*[:=]?[ \t]*['\"]?(?:tensor\()?-?(?:nan|inf|1\.#(?:qnan|ind|inf)\d*)\b",
             re.IGNORECASE,
         ),
-        pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b"),
+        pattern=(r"[ :='\"(]-?(?:nan|NaN|NAN|inf|Inf)\b|1\.#(?:QNAN|IND|INF)"),
     ),
     Shape(
         # a training table's row (ultralytics' "0/2  1.86G  nan  nan  nan  113  640: 100%|...",

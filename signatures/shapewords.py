@@ -38,6 +38,9 @@ NON_FINITE_NEEDLES = (
         for lead in (b": ", b"=", b"= ", b"'", b"ss ", b"rm ", b"] ")
     ),
     b"(nan",  # loss: tensor(nan, device=...)
+    b"1.#QNAN",  # MSVC's printf of a NaN (CNTK on Windows: "TrainLossPerSample =  1.#QNAN000")
+    b"1.#IND",
+    b"1.#INF",
 )
 
 

@@ -159,6 +159,9 @@ def test_a_bare_line_above_a_thrown_line_states_it_a_logged_one_gives_way(librar
     assert run(library, bare + traceback).initiating.line == 1  # type: ignore[union-attr]
     logged = bare.replace("kernel.cu:101:", "E0416 15:44:18.280050 1 kernel.cu:101]")
     assert run(library, logged + traceback).initiating.line == 2  # type: ignore[union-attr]
+    # a thrown record below a line with no level to read: a record of its logger, cut by a paste
+    cut = bare.replace("THCheck FAIL:", "E0416 15:44:18.280050 1 pg.cc:12] THCheck FAIL:")
+    assert run(library, cut + traceback).initiating.line == 2  # type: ignore[union-attr]
 
 
 def test_an_uncaught_cpp_exception_states_it_not_the_notice_a_paste_wrapped_above(library: Library) -> None:

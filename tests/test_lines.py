@@ -178,8 +178,6 @@ def test_a_host_named_in_the_words(line: str, host: str | None) -> None:
         ("2021-10-13 17:19:29.385716: E tensorflow/cuda_dnn.cc:362] Loaded runtime", "Loaded runtime", "E"),
         ("`E external/xla/cuda_dnn.cc:447] Loaded runtime", "Loaded runtime", "E"),
         ("vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: x", "ValueError: x", "E"),
-        # a paste cut inside the rank tag's bracket still has the record's head
-        ("rank2]:[E709 21:18:18.189840788 ProcessGroupNCCL.cpp:1709] Timeout", "Timeout", "E"),
     ],
 )
 def test_more_log_heads_are_peeled(line: str, message: str, level: str) -> None:
@@ -373,8 +371,3 @@ def test_a_loguru_record_gives_its_level_and_message() -> None:
     # a table drawn with bars is no loguru record
     row = "| epoch | loss |"
     assert unwrap(row).message == row
-
-
-def test_a_cut_rank_tag_gives_the_rank_only_before_a_head() -> None:
-    assert unwrap("rank2]:[E709 21:18:18.189840788 ProcessGroupNCCL.cpp:1709] Timeout").rank == 2
-    assert unwrap("rank2]: Timeout").message == "rank2]: Timeout"  # no head after it: not peeled

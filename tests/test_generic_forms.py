@@ -1,0 +1,97 @@
+"""Forms of failure learned from first-sight batch 35 (signatures/shapes.py, nativestacks.py,
+kernelasserts.py): a loss named by its kind or printed by MSVC going non-finite, dmlc's fatal
+message over its native stack, a kernel's assertion printed below the report it raised.
+Made-up lines, a negative beside each positive.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from signatures import Diagnosis, Source, Status, diagnose
+from signatures.library import Library
+from tests.sigfactory import build_library, signature_doc
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return build_library(tmp_path_factory.mktemp("lib"), [signature_doc("chatty", role="benign")])
+
+
+def run(library: Library | None, text: str) -> Diagnosis:
+    return diagnose([Source.from_text("job.log", text)], library=library)
+
+
+def test_a_loss_named_by_its_kind_going_non_finite_is_a_degradation(library: Library) -> None:
+    rows = "".join(
+        f"[Epoch 0][Batch {n}99], Speed: 31.8 samples/s, CrossEntropy=12.2, SmoothL1=nan\n" for n in range(4)
+    )
+    d = run(library, "Start training from [Epoch 0]\n" + rows)
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 2
+    assert run(library, rows.replace("SmoothL1=nan", "SmoothL1=0.52")).status is Status.CLEAN
+    # an evaluation metric's nan (no positives yet) is no loss
+    assert run(library, rows.replace("SmoothL1=nan", "Recall=nan")).status is Status.CLEAN
+
+
+def test_msvcs_printf_of_a_non_finite_loss_is_read_as_one(library: Library) -> None:
+    row = " Epoch[ 1 of 1]-Minibatch[ {n}]: TrainLossPerSample =  {v}; EvalErr[0]PerSample = 0.48\n"
+    log = row.format(n=1, v="5.87155566") + row.format(n=2, v="1.#QNAN000") + row.format(n=3, v="-1.#IND00")
+    d = run(library, log)
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 2
+    assert run(library, row.format(n=1, v="5.87") + row.format(n=2, v="1.25")).status is Status.CLEAN
+
+
+STACK = (
+    "\nStack trace returned 10 entries:\n"
+    "[bt] (0) /usr/local/lib/libmxnet.so(_ZN4dmlc15LogMessageFatalD1Ev+0x3c) [0x7fd3561641fc]\n"
+    "[bt] (1) /usr/local/lib/libmxnet.so(_ZN5mxnet7storage5AllocEm+0x163) [0x7fd357174b93]\n"
+)
+
+
+def test_a_native_stack_makes_the_message_above_it_the_failure(library: Library) -> None:
+    # the message in no failure words: only the stack below says it was fatal
+    message = "[15:14:52] /src/tree/updater_histmaker.cc:307: fv=0.36465, hist.last=0.349512\n"
+    d = run(library, "initializing trainer\n" + message + STACK)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 2
+    # the same header without frames below it is words, not a stack
+    words = "initializing trainer\n" + message + "\nStack trace returned 10 entries:\nepoch 1 done\n"
+    assert run(library, words).status is Status.CLEAN
+    # a message that is a failure by its own shape keeps its line; the header adds nothing
+    raised = "mxnet.base.MXNetError: [11:41:11] src/c.h:108: cudaMalloc failed: out of memory\n"
+    d = run(library, raised + STACK)
+    assert d.initiating and d.initiating.line == 1 and d.initiating.text.startswith("mxnet.base")
+
+
+def _assert_below(gap: int) -> str:
+    report = "THCudaCheck FAIL file=/THC/Pairwise.cu line=81 error=59 : device-side assert triggered\n"
+    traceback = (
+        'Traceback (most recent call last):\n  File "train.py", line 215, in train\n    optimizer.step()\n'
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at Pairwise.cu:81\n"
+    )
+    kernel = (
+        "/pytorch/THCUNN/ClassNLLCriterion.cu:105: void cunn_kernel(float *) [with Dtype = float]: "
+        "block: [0,0,0], thread: [15,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
+    )
+    return report + traceback + "".join(f"shutting down worker {n}\n" for n in range(gap)) + kernel
+
+
+def test_a_kernels_assertion_printed_below_its_report_states_it() -> None:
+    d = run(None, _assert_below(0))
+    assert d.initiating and "Assertion `t >= 0" in d.initiating.text
+    # far below, it is no assertion of that report's: the report states its own failure
+    far = run(None, _assert_below(250))
+    assert far.initiating and far.initiating.line == 1
+
+
+def test_a_line_printed_above_a_traceback_that_its_exception_repeats_states_it(library: Library) -> None:
+    printed = "Error allocating 147865600 bytes of device memory (out of memory). Driver report 14144 free\n"
+    traceback = (
+        'Traceback (most recent call last):\n  File "train.py", line 192, in <module>\n'
+        "    loss = iter_train(b)\n"
+        "MemoryError: Error allocating 147865600 bytes of device memory (out of memory).\n"
+    )
+    d = run(library, "  batch SGD\n" + printed + traceback)
+    assert d.initiating and d.initiating.line == 2
+    # a line above in other words is the run's own output: the exception states it
+    other = run(library, "  batch SGD\nloading 147865600 bytes of data\n" + traceback)
+    assert other.initiating and other.initiating.text.startswith("MemoryError")
