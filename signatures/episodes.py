@@ -58,7 +58,7 @@ def move_introductions(cands: list[Candidate]) -> list[Candidate]:
         following = next(((k, t) for k, t in enumerate(c.hit.after[:3], 1) if t.strip()), None)
         if following is not None and HEADER.match(unwrap(following[1]).message) and _ends_below(c, cands):
             continue
-        if following is not None and bare(message):
+        if following is not None and bare(message) and not RULE.match(following[1]):  # not a "----"
             c.line, c.text = c.hit.line + following[0], following[1]
         keep.append(c)
     return keep

@@ -54,7 +54,19 @@ _TROUBLE = (
 
 
 # A run's summary printed as it exits ("wandb: train/global_step 260") repeats progress; it is none.
-_SUMMARIES = (b"wandb:",)
+# Nor is a bar of setting up ("Downloading shards: 100%|...| 4/4"): a process fetches and loads
+# while another has already failed, and a failure does not stop it.
+_SUMMARIES = (
+    b"wandb:",
+    b"Downloading",
+    b"Loading checkpoint shards",
+    b"Fetching ",
+    b"Map: ",
+    b"Map (num_proc",
+    b"Tokenizing",
+    b"Resolving data files",
+    b"Extracting",
+)
 
 
 def is_progress(line: bytes) -> bool:

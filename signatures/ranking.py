@@ -70,6 +70,7 @@ from signatures.nonfinite import demote_recovered_metrics
 from signatures.pendinglists import name_diverged_lists
 from signatures.printedfirst import move_to_printed_first
 from signatures.progress import Progress
+from signatures.quotedtracebacks import yield_to_quoted_exceptions
 from signatures.reports import (
     abort_follows_its_error,
     exit_follows_its_crash,
@@ -92,7 +93,7 @@ from signatures.stops import (
     yield_reactions_to_kills,
     yield_stops_to_stated_failures,
 )
-from signatures.tracebacks import exception_name, recovered
+from signatures.tracebacks import ends_the_script, exception_name, recovered
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -140,6 +141,7 @@ def candidates(
                 kind is not ShapeKind.DEGRADATION
                 and progress
                 and progress.went_on(hit.file_index, hit.line, hit.rank)
+                and not (tier == TIER_INITIATING and ends_the_script(hit.before))  # stdout flushed at exit
             ):
                 tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)
@@ -156,6 +158,7 @@ def candidates(
     move_to_box_leads(out)
     yield_to_late_assertions(out)
     move_to_printed_first(out)
+    yield_to_quoted_exceptions(out)
     yield_report_banners(out)
     yield_carriers(out)
     move_to_coded_detail(out)

@@ -130,7 +130,9 @@ def yield_stops_to_stated_failures(
 _KILL_VERDICT = re.compile(
     r"oom[-_]kill event|\bOUT_OF_MEMORY\b|\bNODE_FAIL\b|DUE TO (?:PREEMPTION|NODE FAIL)|\bOOMKill|\bEvicted\b"
 )
-KILL_REACH = 20  # lines above a kill verdict where its processes' last errors stand
+_KILLED = re.compile(r"exitcode *: -9\b|exit(?:ed)? (?:code|status) (?:-9|137)\b|\bSIGKILL\b|Signal 9\b")
+KILL_REACH = 120  # lines above a kill verdict where its processes' last errors stand
+KILLED_REACH = 60  # lines above it where a process's report of its own kill stands
 
 
 def yield_reactions_to_kills(cands: list[Candidate]) -> None:
@@ -146,6 +148,11 @@ def yield_reactions_to_kills(cands: list[Candidate]) -> None:
             raised = exception_name(c.hit.facts.message.strip()) is not None  # a process's, not srun's
             if near and raised and c.signature is None and c.tier <= TIER_UNKNOWN:
                 c.tier, c.yields = max(c.tier, TIER_DOWNSTREAM), True
+            # a process killed (-9, SIGKILL) just above: the verdict says what killed it
+            killed = c.death and _KILLED.search(c.text) is not None
+            if killed and c.hit.file_index == v.hit.file_index and 0 < v.line - c.line <= KILLED_REACH:
+                c.tier, c.yields = max(c.tier, TIER_DOWNSTREAM), True
+                v.head = v.head or c.hit  # the verdict is about that process: its rank and host
 
 
 _STEP_DAEMON = re.compile(r"(?:^|[\s:])slurmstepd(?:-[\w.-]+)?: ")  # after any label

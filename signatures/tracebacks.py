@@ -194,3 +194,14 @@ def is_advice(message: str) -> bool:
 def exception_name(message: str) -> str | None:
     m = EXCEPTION.match(message)
     return m.group("name") if m else None
+
+
+def ends_the_script(before: Sequence[str]) -> bool:
+    """The traceback just above (its title the last in ``before``) starts in a script's module
+    code (`File "train.py", line 372, in <module>`): nothing caught the exception, and the
+    interpreter exits. What the process printed to a block-buffered stdout comes out after it."""
+    for i in range(len(before) - 1, -1, -1):
+        if TRACEBACK_TITLE in before[i]:
+            first = next((t for t in before[i + 1 : i + 3] if t.strip()), "")
+            return 'File "' in first and first.rstrip().endswith(", in <module>")
+    return False

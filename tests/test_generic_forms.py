@@ -95,3 +95,44 @@ def test_a_line_printed_above_a_traceback_that_its_exception_repeats_states_it(l
     # a line above in other words is the run's own output: the exception states it
     other = run(library, "  batch SGD\nloading 147865600 bytes of data\n" + traceback)
     assert other.initiating and other.initiating.text.startswith("MemoryError")
+
+
+def _died_in(frame: str) -> str:
+    return (
+        "05/31 01:37:05 PM param size = 1.686136MB\n"
+        f'Traceback (most recent call last):\n  File "train_search.py", line 372, in {frame}\n    main()\n'
+        "AttributeError: 'Structure' object has no attribute 'normal'\n"
+        "05/31 01:37:08 PM epoch 0 lr 2.498816e-02\n05/31 01:37:08 PM epoch 0 epsilon_alpha 3.0e-02\n"
+    )
+
+
+def test_an_exception_that_ends_the_script_is_no_error_trained_past(library: Library) -> None:
+    # the traceback opens in the script's module code: nothing caught it and the interpreter
+    # exited; the progress lines after it are the process's stdout, flushed at exit
+    d = run(library, _died_in("<module>"))
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 5
+    # opening in a function, it may be a handled exception's logged traceback: trained past
+    assert run(library, _died_in("main")).status is Status.CLEAN
+
+
+def test_an_exception_that_quotes_a_callbacks_traceback_carries_the_one_that_ends_it(
+    library: Library,
+) -> None:
+    carrier = "jaxlib.XlaRuntimeError: INTERNAL: CpuCallback error: Traceback (most recent call last):\n"
+    quoted = '  File "train.py", line 281, in <module>\n  File "jax/core.py", line 443, in bind\n'
+    outer = 'Traceback (most recent call last):\n  File "train.py", line 281, in <module>\n'
+    text = (
+        "global step=4034560, episodic return=1317.69\n"
+        + outer
+        + carrier
+        + quoted
+        + "ValueError: bad shape\n"
+    )
+    d = run(library, text)
+    assert d.initiating and d.initiating.text.startswith("ValueError")
+    # a bare exception name is no introduction of a ruler drawn below it
+    ruled = text.replace("ValueError: bad shape\n", "KeyboardInterrupt:\n" + "-" * 20 + "\n")
+    assert run(library, ruled).initiating.text == "KeyboardInterrupt:"  # type: ignore[union-attr]
+    # the quoted traceback cut before its exception: the carrier is all the log says
+    cut = text.replace("ValueError: bad shape\n", "")
+    assert run(library, cut).initiating.line == 4  # type: ignore[union-attr]

@@ -52,3 +52,13 @@ def test_an_untagged_error_goes_on_with_the_untagged_stream_after_it() -> None:
     # when the progress after it carries ranks, an untagged line's own process is unknown
     ranked = [(n, f"[rank{n % 2}]: 12.{n} it/s") for n in range(20, 26)]
     assert not Progress([(0, [glued, *ranked])]).went_on(0, 10, None)
+
+
+def test_a_bar_of_setting_up_is_no_training_progress() -> None:
+    # a process downloads and loads while another has already failed
+    setup = b"Downloading shards: 100%|##########| 4/4 [00:00<00:00, 579.52it/s]\n"
+    assert (
+        progress_lines(setup + b"Loading checkpoint shards: 50%|#  | 1/2 [00:01<00:01, 1.2s/it]\n", 2) == []
+    )
+    training = b"Epoch 1: 100%|##########| 4/4 [00:00<00:00, 5.52it/s, loss=0.41]\n"
+    assert progress_lines(training, 1) != []

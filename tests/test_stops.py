@@ -33,3 +33,49 @@ def test_a_step_srun_cancelled_after_a_task_exited_badly_gives_way_to_that_exit(
     # a task that ended well is no reason for the cancellation
     fine = "srun: error: node04: task 5: Exited with exit code 0\n"
     assert run(TRAINING + fine + STEP).initiating.line == 3  # type: ignore[union-attr]
+
+
+OOM_VERDICT = (
+    "slurmstepd-gpu016: error: Detected 1 oom_kill event in StepId=25022916.batch. "
+    "Some of the step tasks have been OOM Killed.\n"
+)
+KILLED = (
+    "E0922 01:43:22.256000 140462450071360 torch/distributed/elastic/multiprocessing/api.py:833] "
+    "failed (exitcode: -9) local_rank: 2 (pid: 3617183) of binary: /usr/bin/python\n"
+)
+
+
+def _filler(n: int) -> str:
+    return "".join(
+        f'  File "/usr/lib/python3.10/site-packages/torch/run.py", line {k}, in main\n' for k in range(n)
+    )
+
+
+TABLE = (
+    "Root Cause (first observed failure):\n[0]:\n  time      : 2025-09-22_01:43:22\n  host      : gpu016\n"
+    "  rank      : 2 (local_rank: 2)\n  exitcode  : -9 (pid: 3617183)\n  error_file: <N/A>\n"
+    "  traceback : Signal 9 (SIGKILL) received by PID 3617183\n" + "=" * 54 + "\n"
+)
+
+
+def test_a_process_killed_just_above_an_oom_kill_verdict_was_killed_by_it() -> None:
+    d = run(TRAINING + KILLED + _filler(20) + TABLE + OOM_VERDICT)
+    assert d.signature and d.signature.id == "slurm-cgroup-oom"
+    assert d.initiating and d.initiating.line == 32
+    assert d.initiating.rank == 2  # the killed process's rank, from the table's entry
+    # far above it (the verdict is printed once the step has ended, not a run later)
+    far = run(TRAINING + KILLED + _filler(20) + TABLE + _filler(60) + OOM_VERDICT)
+    assert far.initiating and far.initiating.line != 92
+    assert far.signature and far.signature.id != "slurm-cgroup-oom"
+
+
+def test_an_exception_above_a_kill_verdict_and_the_runs_wrap_up_is_how_it_met_the_kill() -> None:
+    died = (
+        'Traceback (most recent call last):\n  File "x.py", line 5, in <module>\n'
+        "ConnectionRefusedError: [Errno 111] Connection refused\n"
+    )
+    summary = "".join(f"wandb:   train_metric_{k} 0.5\n" for k in range(90))
+    d = run(TRAINING + died + summary + OOM_VERDICT)
+    assert d.signature and d.signature.id == "slurm-cgroup-oom"
+    summary = "".join(f"wandb:   train_metric_{k} 0.5\n" for k in range(130))
+    assert run(TRAINING + died + summary + OOM_VERDICT).initiating.line == 4  # type: ignore[union-attr]
