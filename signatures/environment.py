@@ -70,10 +70,11 @@ FACTS: tuple[FactPattern, ...] = (
     _fact(
         "declared_rank",
         r"(?:(?:^|[{,(]\s*)['\"]?(?:\w+\.)*(?:(?:dist|global)_rank|RANK|rank)['\"]?(?:=|: ?)"
-        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?|\bRank of current process: |\brank/world[-_ ]size\)?:? )"
+        r"|\bnranks: ?[0-9]+,? (?:local )?rank: ?|\bRank of current process: |\brank/world[-_ ]size\)?:? "
+        r"|\brank_id(?:=|: ?))"  # Paddle's "HybridParallelInfo: rank_id: 0, mp_degree: 1, ..."
         r"(?P<v>[0-9]+)\b",
         scan=(
-            r"(?:dist_rank|global_rank|RANK|rank)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]"
+            r"(?:dist_rank|global_rank|RANK|rank|rank_id)['\"]?(?:=|: ?)[0-9]|nranks: ?[0-9]"
             r"|Rank of current process: [0-9]|rank/world[-_ ]size\)?:? [0-9]"
         ),
     ),

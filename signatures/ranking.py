@@ -93,7 +93,7 @@ from signatures.stops import (
     yield_reactions_to_kills,
     yield_stops_to_stated_failures,
 )
-from signatures.tracebacks import ends_the_script, exception_name, recovered
+from signatures.tracebacks import exception_name, recovered
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -141,7 +141,7 @@ def candidates(
                 kind is not ShapeKind.DEGRADATION
                 and progress
                 and progress.went_on(hit.file_index, hit.line, hit.rank)
-                and not (tier == TIER_INITIATING and ends_the_script(hit.before))  # stdout flushed at exit
+                and not (tier == TIER_INITIATING and hit.view.from_module)  # stdout flushed as it exits
             ):
                 tier = TIER_BENIGN  # handled: the process trained on after it
             cand = Candidate(hit, None, tier)

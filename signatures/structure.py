@@ -114,6 +114,24 @@ def _read_comm(
     )
 
 
+# NCCL's first ring or channel of a process: "Ring 00 : 2[2] -> 3[3] via direct shared memory",
+# "Channel 00/0 : 0[1b000] -> 1[1c000] via P2P/IPC": the rank before the arrow, with its device or
+# bus id in brackets, is the process's own (a network line, "Ring 00 : 7 -> 0 [receive]", names a
+# peer first). Only channel 00 is read: each process prints it once or twice, not 32 times.
+_RING = re.compile(
+    r"NCCL INFO (?:Ring|Channel) 00(?:/\d+)? ?: (?P<rank>\d+)\[[0-9a-f]+\] -> \d+\[[0-9a-f]+\]"
+)
+
+
+def _read_ring(
+    file_index: int, line: int, facts: LineFacts, before: Sequence[str], after: Callable[[], Sequence[str]]
+) -> Sighting | None:
+    m = _RING.search(facts.message)
+    if m is None or facts.pid is None:
+        return None
+    return Sighting(file_index, line, rank=int(m.group("rank")), host=facts.host, pid=facts.pid)
+
+
 _SPAWN = re.compile(r"-- Process (?P<index>\d+) terminated with the following error:")
 
 
@@ -201,6 +219,7 @@ def _read_finished(
 STRUCTURE: tuple[StructurePattern, ...] = (
     StructurePattern("failure-table", (b"(local_rank: ",), _TABLE_ROW, _read_table_row),
     StructurePattern("nccl-comm", (b" nranks ", b" nRanks "), _COMM, _read_comm),
+    StructurePattern("nccl-ring", (b"INFO Ring 00 ", b"INFO Channel 00"), _RING, _read_ring),
     StructurePattern("spawn", (b"terminated with the following error",), _SPAWN, _read_spawn),
     StructurePattern("stop-signal", (b"SIGTERM", b"SIGINT"), _STOP, _read_stop),
     StructurePattern("section", (), _SECTION, _read_section, _SECTION_SCAN),

@@ -35,7 +35,8 @@ _CARRIED = r"(?:\((?:[A-Za-z_]\w*\.){0,6}[A-Za-z_]\w*\))?"
 EXCEPTION = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*(?P<name>[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)"
     # any class of an exceptions module: torch._dynamo.exc.BackendCompilerFailed
-    r"|(?<=exc\.)[A-Z]\w+|(?<=errors\.)[A-Z]\w+|(?<=error\.)[A-Z]\w+|(?<=exceptions\.)[A-Z]\w+)"
+    r"|(?<=exc\.)[A-Z]\w+|(?<=errors\.)[A-Z]\w+|(?<=error\.)[A-Z]\w+|(?<=exceptions\.)[A-Z]\w+"
+    r"|(?<=[a-z0-9_]\.)Error)"  # a module's own Error class: binascii.Error, csv.Error, shutil.Error
     + _CARRIED
     + _SEE_ABOVE
     + r"(?::|[ \t]*$)"  # a bare name may keep the paste's trailing space: "MemoryError "
@@ -47,7 +48,8 @@ EXCEPTION_LINE = re.compile(
     + _CARRIED
     + _SEE_ABOVE
     + r"(?::|\**[ \t]*$)"  # [ \t], not \s: the bulk form reads many lines at once
-    r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: )"
+    r"|(?:[a-z_][a-z0-9_]*\.){0,8}(?:exc|errors?|exceptions?)\.[A-Z][A-Za-z0-9]+: "
+    r"|(?:[a-z_][a-z0-9_]*\.){1,8}Error: )"
 )
 _WRAPPER_HEAD = re.compile(r"raised:\s*$|^\s*$")
 _ASSERT_SRC = re.compile(r"^\s+assert\b")
@@ -88,6 +90,8 @@ class TracebackView:
     # The raw title line when something precedes the title on it, else the nearest line with
     # text above the title: the record that opened the traceback (a hit keeps fewer lines above)
     opener: str | None = None
+    opener_up: int | None = None  # lines above the hit where the opener stands
+    from_module: bool = False  # the outermost frame is a script's module code: nothing caught it
 
 
 def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
@@ -114,15 +118,20 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
     skipped_heads = 0
     ignored = False
     opener: str | None = None
+    opener_up: int | None = None
+    from_module = titled = False
     for i in range(1, min(len(before), _MAX_WALK) + 1):
         prev = messages[i]
         m = FRAME.match(prev)
         if m:
             frames.append(m.group("path"))
+            from_module = prev.rstrip().endswith(", in <module>")  # the outermost, once walked up
             continue
         if HEADER.match(prev):
             ignored = i < len(before) and messages[i + 1].startswith("Exception ignored in")
-            opener = _opener(before, i)
+            titled = True
+            opener_up = _opener(before, i)
+            opener = before[-opener_up] if opener_up is not None else None
             break
         if prev[:1] in (" ", "\t") and prev.strip():
             if assert_offset is None and not frames and _ASSERT_SRC.match(prev):
@@ -148,12 +157,15 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         assert_text=assert_text,
         ignored=ignored,
         opener=opener,
+        opener_up=opener_up,
+        from_module=from_module and titled,
     )
 
 
-def _opener(before: Sequence[str], title: int) -> str | None:
-    """The line with text above a traceback's title, ``title`` lines above the hit: its opener."""
-    return next((t for t in reversed(before[: len(before) - title]) if t.strip()), None)
+def _opener(before: Sequence[str], title: int) -> int | None:
+    """How many lines above the hit the line with text above a traceback's title (``title``
+    lines above the hit), its opener, stands."""
+    return next((up for up in range(title + 1, len(before) + 1) if before[-up].strip()), None)
 
 
 def _indent(line: str) -> int:
@@ -194,14 +206,3 @@ def is_advice(message: str) -> bool:
 def exception_name(message: str) -> str | None:
     m = EXCEPTION.match(message)
     return m.group("name") if m else None
-
-
-def ends_the_script(before: Sequence[str]) -> bool:
-    """The traceback just above (its title the last in ``before``) starts in a script's module
-    code (`File "train.py", line 372, in <module>`): nothing caught the exception, and the
-    interpreter exits. What the process printed to a block-buffered stdout comes out after it."""
-    for i in range(len(before) - 1, -1, -1):
-        if TRACEBACK_TITLE in before[i]:
-            first = next((t for t in before[i + 1 : i + 3] if t.strip()), "")
-            return 'File "' in first and first.rstrip().endswith(", in <module>")
-    return False

@@ -84,6 +84,16 @@ def test_nccls_pid_maps_to_a_rank_through_its_communicator_line(library: Library
     assert where(run(library, log)) == (1, "node7")  # the rank in the whole job, not in a subgroup
 
 
+def test_nccls_pid_maps_to_a_rank_through_its_first_ring_line(library: Library) -> None:
+    # "Ring 00 : 2[2] -> 3[3]": the rank before the arrow, with its device in brackets, is its own
+    ring = "node7:4567:4590 [2] NCCL INFO Ring 00 : 2[2] -> 3[3] via direct shared memory\n"
+    warn = f"node7:4567:4590 [2] NCCL WARN {BOOM}\n"
+    assert where(run(library, ring + warn)) == (2, "node7")
+    # a network line names a peer first: "Ring 00 : 7 -> 0 [receive]"
+    net = "node7:4567:4590 [2] NCCL INFO Ring 00 : 7 -> 2 [receive] via NET/IB/0\n"
+    assert where(run(library, net + warn))[0] != 7
+
+
 @pytest.mark.parametrize(
     ("line", "rank"),
     [
@@ -224,6 +234,10 @@ def test_a_rank_beside_the_count_of_all_ranks_is_the_processs_own(library: Libra
     assert where(run(library, f"{head}{BOOM}\n"))[0] == 2
     assert where(run(library, f"[12/22 19:49:34] d2 INFO: rank of peer: 2\n{BOOM}\n"))[0] is None
     assert where(run(library, f"INFO:root:Initialized (rank/world-size) 3/4\n{BOOM}\n"))[0] == 3
+    # Paddle's fleet topology names the process's rank_id among its parallel degrees
+    topo = "topology.py:187 - HybridParallelInfo: rank_id: 3, mp_degree: 1, dp_degree: 4\n"
+    assert where(run(library, f"{topo}{BOOM}\n"))[0] == 3
+    assert where(run(library, f"HybridParallelInfo: mp_id: 3, dp_degree: 4\n{BOOM}\n"))[0] is None
 
 
 def test_a_rank_named_in_a_sentence_is_no_setting(library: Library) -> None:

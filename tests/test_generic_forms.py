@@ -10,6 +10,7 @@ import pytest
 
 from signatures import Diagnosis, Source, Status, diagnose
 from signatures.library import Library
+from signatures.tracebacks import exception_name
 from tests.sigfactory import build_library, signature_doc
 
 
@@ -136,3 +137,29 @@ def test_an_exception_that_quotes_a_callbacks_traceback_carries_the_one_that_end
     # the quoted traceback cut before its exception: the carrier is all the log says
     cut = text.replace("ValueError: bad shape\n", "")
     assert run(library, cut).initiating.line == 4  # type: ignore[union-attr]
+
+
+def test_a_modules_own_error_class_ends_a_traceback(library: Library) -> None:
+    log = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/usr/lib/python3.10/base64.py", line 87, in b64decode\n'
+        "[rank0]:     return binascii.a2b_base64(s)\n"
+        "[rank0]: binascii.Error: Incorrect padding\n"
+    )
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 4
+    assert d.initiating.rank == 0
+    # a bare "Error: " is a message's word, not a class
+    assert exception_name("Error: Incorrect padding") is None
+    assert exception_name("binascii.Error: Incorrect padding") == "Error"
+
+
+def test_an_exception_that_points_to_its_reason_above_gives_way_to_it(library: Library) -> None:
+    warned = "[05/10 14:09:32] ppdet.utils.download WARNING: Config annotation a.json is not a file\n"
+    raised = (
+        'Traceback (most recent call last):\n  File "tools/train.py", line 202, in <module>\n'
+        "    main()\nValueError: Dataset /d is not valid for reason above, please check again.\n"
+    )
+    assert run(library, warned + raised).initiating.line == 1  # type: ignore[union-attr]
+    own = raised.replace(" for reason above", "")
+    assert run(library, warned + own).initiating.line == 5  # type: ignore[union-attr]
