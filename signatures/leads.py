@@ -11,7 +11,7 @@ the exception the traceback ends in.
 from __future__ import annotations
 
 from signatures.bursts import announces_only
-from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, Candidate
+from signatures.candidate import TIER_BENIGN, TIER_INITIATING, TIER_UNKNOWN, TIER_WRAPPER, Candidate
 from signatures.episodes import first_after, leads_into_traceback
 from signatures.library import Kind
 from signatures.tracebacks import exception_name
@@ -43,8 +43,8 @@ def promote_episode_leads(cands: list[Candidate]) -> None:
         unknown_end = ending is not None and ending.signature is None and ending.tier < TIER_BENIGN
         if ending is not None and unknown_end and announces_only(c):
             c.tier, c.yields = max(c.tier, ending.tier), True  # "Rank[2] failed.": the traceback says what
-        elif ending is None or ending.signature is None:
-            c.tier = TIER_INITIATING
+        elif ending is None or ending.signature is None or ending.tier >= TIER_WRAPPER:
+            c.tier = TIER_INITIATING  # (a wrapper's exception, CalledProcessError, only re-reports)
         elif ending.tier < TIER_BENIGN:  # a known exception: the statement only introduced it
             c.tier, c.yields = max(c.tier, ending.tier), True
 

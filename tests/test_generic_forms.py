@@ -163,3 +163,20 @@ def test_an_exception_that_points_to_its_reason_above_gives_way_to_it(library: L
     assert run(library, warned + raised).initiating.line == 1  # type: ignore[union-attr]
     own = raised.replace(" for reason above", "")
     assert run(library, warned + own).initiating.line == 5  # type: ignore[union-attr]
+
+
+def test_a_statement_above_a_traceback_that_ends_in_a_wrapper_leads_it() -> None:
+    # the child's own error, then the parent's CalledProcessError (a wrapper that only re-reports)
+    said = "base_train.py: error: argument --fp8: ignored explicit argument 'true'\n"
+    raised = (
+        'Traceback (most recent call last):\n  File "train.py", line 7, in <module>\n'
+        "    subprocess.run(cmd, check=True)\n"
+        "subprocess.CalledProcessError: Command '['python', 'b.py']' returned non-zero exit status 2.\n"
+    )
+    assert run(None, said + raised).initiating.line == 1  # type: ignore[union-attr]
+    # a known failure at the traceback's end states it; the statement only introduced it
+    oom = raised.replace(
+        "subprocess.CalledProcessError: Command '['python', 'b.py']' returned non-zero exit status 2.",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    )
+    assert run(None, said + oom).initiating.line == 5  # type: ignore[union-attr]
