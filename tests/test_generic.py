@@ -278,7 +278,7 @@ def test_an_exception_just_above_a_kill_verdict_is_how_a_process_met_the_kill(li
     verdict = "slurmstepd: error: Detected 3 oom-kill event(s) in StepId=88.batch cgroup.\n"
     assert line_of(run(library, "step 1 loss 2.0\n" + raised + verdict)) == 3
     # far above the verdict, the exception is a failure of its own; srun's words are no reaction
-    far = "".join(f"cleanup note {i}\n" for i in range(25))
+    far = "".join(f"cleanup note {i}\n" for i in range(125))
     assert line_of(run(library, "step 1 loss 2.0\n" + raised + far + verdict)) == 2
     srun = "srun: error: Node failure on node-17\n"
     lost = "slurmstepd: error: *** STEP 88.0 ON n3 CANCELLED AT 2031-01-01T00:00 DUE TO NODE FAILURE ***\n"
