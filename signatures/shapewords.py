@@ -35,7 +35,7 @@ NON_FINITE_NEEDLES = (
     *(
         lead + word
         for word in (b"nan", b"NaN", b"inf")
-        for lead in (b": ", b"=", b"= ", b"'", b"ss ", b"rm ", b"] ")
+        for lead in (b": ", b"=", b"= ", b"'", b"ss ", b"rm ", b"] ", b"  ")  # "loss   nan": a column
     ),
     b"(nan",  # loss: tensor(nan, device=...)
     b"1.#QNAN",  # MSVC's printf of a NaN (CNTK on Windows: "TrainLossPerSample =  1.#QNAN000")

@@ -180,3 +180,12 @@ def test_a_statement_above_a_traceback_that_ends_in_a_wrapper_leads_it() -> None
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     )
     assert run(None, said + oom).initiating.line == 5  # type: ignore[union-attr]
+
+
+def test_a_loss_column_gone_non_finite_is_a_degradation(library: Library) -> None:
+    # word-language-model's table: the value padded into its column ("loss   nan")
+    row = "| epoch   1 |   {n}/ 2983 batches | lr 20.0000 | ms/batch 11.61 | loss   {v} | ppl      {v}\n"
+    rows = "".join(row.format(n=n, v="nan") for n in (200, 400, 600))
+    d = run(library, rows)
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 1
+    assert run(library, rows.replace("nan", "5.32")).status is Status.CLEAN
