@@ -30,11 +30,12 @@ def introduces(message: str) -> bool:
 
 
 def bare(message: str) -> bool:
-    """A statement with no words of its own: an exception name or a level word and a colon."""
+    """A statement with no words of its own: an exception name or a level word and a colon, or a
+    debugger's head naming only the class (VS Code's "Exception has occurred: RuntimeError")."""
     return _BARE.match(message) is not None
 
 
-_BARE = re.compile(r"^[ \t*]*[\w.]+:[ \t*]*$")
+_BARE = re.compile(r"^[ \t*]*[\w.]+:[ \t*]*$|^Exception has occurred: [\w.]+[ \t]*$")
 
 
 def move_introductions(cands: list[Candidate]) -> list[Candidate]:
@@ -50,7 +51,7 @@ def move_introductions(cands: list[Candidate]) -> list[Candidate]:
     keep = []
     for c in cands:
         message = c.hit.facts.message
-        if c.signature is not None or not introduces(message) or c.line != c.hit.line:
+        if c.signature is not None or not (introduces(message) or bare(message)) or c.line != c.hit.line:
             keep.append(c)
             continue
         if any((c.hit.file_index, c.hit.line + k) in signed for k in (1, 2, 3)):

@@ -50,7 +50,7 @@ _FAILED = re.compile(
     r"|^\s*error\b(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))"
     # or with an exception that reached it ("Exception in main training loop: out of memory ..."),
     # not Python's note on one it ignored
-    r"|^\s*exception\s+(?:in|occurred|raised|caught|while|during)\b"
+    r"|^\s*exception\s+(?:in|(?:has\s+)?occurred|raised|caught|while|during)\b"
     # the cause of an ending or a stop: "Exiting due to exception: ...", "stopped with an error"
     r"|\b(?:due\s+to|because\s+of|with)\s+(?:an?\s+)?(?:(?:unhandled|uncaught|fatal)\s+)?(?:exception|error)\b"
     r"(?!\s*(?:rate|[:=]\s*[-+]?[\d.]))",

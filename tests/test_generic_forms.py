@@ -189,3 +189,17 @@ def test_a_loss_column_gone_non_finite_is_a_degradation(library: Library) -> Non
     d = run(library, rows)
     assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 1
     assert run(library, rows.replace("nan", "5.32")).status is Status.CLEAN
+
+
+def test_a_debuggers_head_naming_only_the_class_gives_way_to_the_message_below(library: Library) -> None:
+    # VS Code's "Exception has occurred: RuntimeError", then the message, then the frames
+    log = (
+        "Exception has occurred: RuntimeError\n"
+        "Expected object of scalar type Long but got scalar type Int for argument #2 'target'\n"
+        '  File "train.py", line 133, in train_one_epoch\n    loss_x = criteria_x(logits_x, lbs_x)\n'
+    )
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 2
+    # a head with words of its own states the failure itself
+    worded = log.replace("Exception has occurred: RuntimeError", "Exception has occurred in the loader: bad")
+    assert run(library, worded).initiating.line == 1  # type: ignore[union-attr]
