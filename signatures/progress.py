@@ -56,7 +56,7 @@ _TROUBLE = (
 # A run's summary printed as it exits ("wandb: train/global_step 260") repeats progress; it is none.
 # Nor is a bar of setting up ("Downloading shards: 100%|...| 4/4"): a process fetches and loads
 # while another has already failed, and a failure does not stop it.
-_SUMMARIES = (
+_NOT_TRAINING = (
     b"wandb:",
     b"Downloading",
     b"Loading checkpoint shards",
@@ -71,7 +71,7 @@ _SUMMARIES = (
 
 def is_progress(line: bytes) -> bool:
     """Whether ``line`` reports training progress (and no problem)."""
-    if any(word in line for word in _TROUBLE) or line.startswith(_SUMMARIES):
+    if any(word in line for word in _TROUBLE) or line.startswith(_NOT_TRAINING):
         return False
     return any(any(k in line for k in keys) and form.search(line) for keys, form in _FORMS)
 

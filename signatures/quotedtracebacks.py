@@ -22,13 +22,12 @@ def yield_to_quoted_exceptions(cands: list[Candidate]) -> None:
             continue
         if exception_name(message) is None:
             continue
-        carried = [
-            x
-            for x in cands
-            if x.hit.file_index == c.hit.file_index
+        carried = any(
+            x.hit.file_index == c.hit.file_index
             and 0 < x.line - c.line <= QUOTE_REACH
             and x.tier < TIER_BENIGN
             and exception_name(x.hit.facts.message.strip()) is not None
-        ]
+            for x in cands
+        )
         if carried:
             c.tier, c.yields = max(c.tier, TIER_WRAPPER), True
