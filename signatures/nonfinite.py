@@ -7,11 +7,15 @@ running average that one bad batch spoiled until the next epoch reset it (``trai
 then ``training loss 0.955``). A diverged run never prints a finite value of the metric again.
 Only the same kind of line counts (one that opens with the same word): a training bar's finite
 loss is no recovery of a validation pass's ``nan``.
+
+A metric that stays non-finite may have exploded first: ``Loss: 2.42`` then ``Loss: 1.36e+15``
+then ``Loss: inf``. The run went wrong at the explosion; the ``inf`` is where the float overflowed.
 """
 
 from __future__ import annotations
 
 import re
+from statistics import median
 
 from signatures.candidate import TIER_BENIGN, TIER_DEGRADED, Candidate
 from signatures.lines import unwrap
@@ -60,6 +64,11 @@ def _opening_words(message: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(message[:80])[:OPENING_WORDS]]
 
 
+def read_non_finite_metrics(cands: list[Candidate], progress: Progress | None) -> None:
+    demote_recovered_metrics(cands, progress)
+    move_to_explosions(cands)
+
+
 def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) -> None:
     """A degradation no signature knows whose metric came back finite was survived.
 
@@ -89,3 +98,57 @@ def _row_came_back(c: Candidate) -> bool:
         f.rank == c.hit.rank and _ROW.match(f.message) and not _NON_FINITE_VALUE.search(f.message)
         for f in (unwrap(t) for t in c.hit.after)
     )
+
+
+EXPLOSION = 1000.0  # a value this many times the metric's median so far has exploded, not drifted
+BASELINE_ROWS = 2  # finite values before it that give the metric's usual size (a hit keeps 12 lines above)
+
+
+def _value(name: str) -> re.Pattern[str]:
+    number = r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+    return re.compile(rf"(?<![\w.-]){re.escape(name)}\]?[\"']?[ \t]*[:=]?[ \t]*(?:tensor\()?{number}")
+
+
+def move_to_explosions(cands: list[Candidate]) -> None:
+    """A metric gone non-finite after it exploded went wrong at the explosion's first line."""
+    for c in cands:
+        if c.tier >= TIER_BENIGN or c.line != c.hit.line:
+            continue
+        kind = _opening_words(c.hit.facts.message)[:1]
+        for name in sorted(_names(c)):
+            rows = _finite_rows(c, name, kind)
+            start = _explosion_start([v for _, v in rows])
+            if start is not None:
+                back = rows[start][0]
+                c.line, c.text = c.hit.line - back, c.hit.before[-back]
+                break
+
+
+def _finite_rows(c: Candidate, name: str, kind: list[str]) -> list[tuple[int, float]]:
+    """(lines back, value) of the same process's same kind of line printing ``name`` finite, oldest first."""
+    value = _value(name)
+    rows: list[tuple[int, float]] = []
+    for back, text in enumerate(reversed(c.hit.before), 1):
+        facts = unwrap(text)
+        if facts.rank != c.hit.rank or (kind and kind[0] not in _opening_words(facts.message)):
+            continue
+        if _NON_FINITE.search(facts.message) and name in _names_in(facts.message):
+            break  # an earlier non-finite row: this one is not where it went wrong
+        if m := value.search(facts.message):
+            rows.append((back, float(m.group("value"))))
+    return rows[::-1]
+
+
+def _names_in(message: str) -> frozenset[str]:
+    return frozenset(m.group("name") for m in _NON_FINITE.finditer(message))
+
+
+def _explosion_start(values: list[float]) -> int | None:
+    """The first of the trailing values that are all EXPLOSION times the median of those before them."""
+    start = None
+    for s in range(len(values) - 1, BASELINE_ROWS - 1, -1):
+        usual = median(abs(v) for v in values[:s])
+        if usual == 0 or abs(values[s]) < EXPLOSION * usual:
+            break
+        start = s
+    return start

@@ -66,7 +66,7 @@ from signatures.library import Kind, Library
 from signatures.lines import time_key, unwrap
 from signatures.nativestacks import move_to_stack_owners
 from signatures.ncclwarn import nccl_fell_back
-from signatures.nonfinite import demote_recovered_metrics
+from signatures.nonfinite import read_non_finite_metrics
 from signatures.pendinglists import name_diverged_lists
 from signatures.printedfirst import move_to_printed_first
 from signatures.progress import Progress
@@ -174,7 +174,7 @@ def candidates(
     promote_episode_leads(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
-    demote_recovered_metrics(out, progress)
+    read_non_finite_metrics(out, progress)
     _demote_late_unknowns(out)
     read_failure_tables(out)
     demote_teardown(out, list(stops))

@@ -42,6 +42,18 @@ def test_msvcs_printf_of_a_non_finite_loss_is_read_as_one(library: Library) -> N
     assert run(library, row.format(n=1, v="5.87") + row.format(n=2, v="1.25")).status is Status.CLEAN
 
 
+def test_a_metric_that_exploded_before_going_non_finite_went_wrong_at_the_explosion(library: Library) -> None:
+    def log(values: list[str]) -> str:
+        return "".join(f"Step: {n}, Loss: {v}\nFull step time 224.5 ms\n" for n, v in enumerate(values, 393))
+
+    d = run(library, log(["2.40625", "2.375", "2.421875", "1.3633944e+15", "inf", "inf"]))
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 7
+    assert d.initiating.text == "Step: 396, Loss: 1.3633944e+15"
+    # a loss that grew by less than the explosion factor went wrong where it stopped being finite
+    d = run(library, log(["2.40625", "2.375", "2.421875", "9.5", "inf", "inf"]))
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 9
+
+
 STACK = (
     "\nStack trace returned 10 entries:\n"
     "[bt] (0) /usr/local/lib/libmxnet.so(_ZN4dmlc15LogMessageFatalD1Ev+0x3c) [0x7fd3561641fc]\n"
@@ -61,6 +73,17 @@ def test_a_native_stack_makes_the_message_above_it_the_failure(library: Library)
     raised = "mxnet.base.MXNetError: [11:41:11] src/c.h:108: cudaMalloc failed: out of memory\n"
     d = run(library, raised + STACK)
     assert d.initiating and d.initiating.line == 1 and d.initiating.text.startswith("mxnet.base")
+
+
+def test_a_native_stack_is_read_inside_its_launchers_rank_tags(library: Library) -> None:
+    message = "[15:14:52] /src/tree/updater_histmaker.cc:307: fv=0.36465, hist.last=0.349512\n"
+    body = "initializing trainer\n" + message + STACK
+    tagged = "".join(f"[rank1]: {line}\n" for line in body.splitlines())
+    d = run(library, tagged)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 2
+    assert d.initiating.rank == 1
+    words = "initializing trainer\n" + message + "\nStack trace returned 10 entries:\nepoch 1 done\n"
+    assert run(library, "".join(f"[rank1]: {line}\n" for line in words.splitlines())).status is Status.CLEAN
 
 
 def _assert_below(gap: int) -> str:
