@@ -1,7 +1,8 @@
 """The rules that pick the initiating failure, in one place.
 
 1. Role first: an initiating failure (a known initiating signature, or an exception that ends a
-   traceback) beats an unknown error without a traceback, which beats a downstream symptom,
+   traceback, or a bare exception line a later traceback ends in again: echoes.py) beats an
+   unknown error without a traceback, which beats a downstream symptom,
    which beats an unknown error printed after a downstream symptom (a consequence of it, such
    as the launcher's exception when a killed worker took the trainer down), which beats a
    wrapper's re-report, which beats a benign warning.
@@ -46,6 +47,7 @@ from signatures.candidate import (
     Candidate,
 )
 from signatures.details import move_to_stated_detail
+from signatures.echoes import vouch_for_echoes
 from signatures.episodes import (
     SURVIVABLE_SHAPES,
     box_lines,
@@ -93,7 +95,7 @@ from signatures.stops import (
     yield_reactions_to_kills,
     yield_stops_to_stated_failures,
 )
-from signatures.tracebacks import exception_name, recovered
+from signatures.tracebacks import exception_name, handled_below, recovered
 
 _ROLE_TIER = {
     "initiating": TIER_INITIATING,
@@ -131,7 +133,7 @@ def candidates(
         else:
             hit = min(line_hits, key=_shape_rank)
             kind = hit.matcher.shape.kind if hit.matcher.shape is not None else ShapeKind.ERROR
-            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback and not _was_handled(hit):
+            if hit.matcher.kind is Kind.EXCEPTION and hit.view.in_traceback and not handled_below(hit.after):
                 tier = TIER_INITIATING
             else:
                 tier = _SHAPE_TIER[kind]
@@ -172,6 +174,7 @@ def candidates(
     out = move_announcements_to_detail(move_to_restatements(out))
     move_to_warned_causes(out)
     promote_episode_leads(out)
+    vouch_for_echoes(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
     read_non_finite_metrics(out, progress)
@@ -218,13 +221,6 @@ def _demote_late_unknowns(cands: list[Candidate]) -> None:
 def _other_death(c: Candidate, downstream: list[Candidate]) -> bool:
     ranks = {n for t in box_lines(c.hit) if (n := unwrap(t).rank) is not None} if c.death else set()
     return len(ranks) == 1 and not ranks & {d.hit.rank for d in downstream}
-
-
-def _was_handled(hit: Hit) -> bool:
-    # "During handling of the above exception, another exception occurred": the exception above
-    # it was being handled (a cache miss, a probe) when the one that matters was raised.
-    following = next((t for t in hit.after[:2] if t.strip()), "")
-    return unwrap(following).message.startswith("During handling of the above exception")
 
 
 def _logged_and_handled(hit: Hit) -> bool:

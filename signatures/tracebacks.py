@@ -199,6 +199,13 @@ def recovered(after: Sequence[str], lines: int = 3) -> bool:
     return any(_recovery().search(line) for line in after[:lines])
 
 
+def handled_below(after: Sequence[str]) -> bool:
+    """ "During handling of the above exception, another exception occurred" follows: the exception
+    above was being handled (a cache miss, a probe) when the one that matters was raised."""
+    following = next((t for t in after[:2] if t.strip()), "")
+    return unwrap(following).message.startswith("During handling of the above exception")
+
+
 def is_advice(message: str) -> bool:
     return ADVICE.match(message) is not None
 

@@ -1,7 +1,8 @@
-"""Forms of failure learned from first-sight batch 35 (signatures/shapes.py, nativestacks.py,
-kernelasserts.py): a loss named by its kind or printed by MSVC going non-finite, dmlc's fatal
-message over its native stack, a kernel's assertion printed below the report it raised.
-Made-up lines, a negative beside each positive.
+"""Forms of failure learned from first-sight batches 35 and later (signatures/shapes.py,
+nativestacks.py, kernelasserts.py, nonfinite.py, echoes.py): a loss named by its kind or printed
+by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's assertion
+printed below the report it raised, a loss that exploded before it went non-finite, a bare
+exception line a later traceback repeats. Made-up lines, a negative beside each positive.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def test_a_metric_that_exploded_before_going_non_finite_went_wrong_at_the_explos
     # a loss that grew by less than the explosion factor went wrong where it stopped being finite
     d = run(library, log(["2.40625", "2.375", "2.421875", "9.5", "inf", "inf"]))
     assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 9
+
+
+def test_a_bare_exception_a_later_traceback_repeats_is_the_same_failure_printed_first(
+    library: Library,
+) -> None:
+    traceback = (
+        'Traceback (most recent call last):\n  File "train.py", line 88, in <module>\n'
+        "    loss = criterion(logits, labels)\n"
+        "ValueError: Expected input batch_size (511) to match target batch_size (23).\n"
+    )
+    bare = "ValueError: Expected input batch_size (79) to match target batch_size (47).\n"
+    d = run(library, bare + "    return forward_call(*args, **kwargs)\n" + traceback)
+    assert d.initiating and d.initiating.line == 1
+    # another exception printed bare above the traceback is no copy of it
+    other = "KeyError: 'labels'\n"
+    d = run(library, other + "    return forward_call(*args, **kwargs)\n" + traceback)
+    assert d.initiating and d.initiating.line == 6
 
 
 STACK = (
