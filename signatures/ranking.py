@@ -1,7 +1,8 @@
 """The rules that pick the initiating failure, in one place.
 
 1. Role first: an initiating failure (a known initiating signature, or an exception that ends a
-   traceback, or a bare exception line a later traceback ends in again: echoes.py) beats an
+   traceback, or a bare exception line a later traceback ends in again: echoes.py; a TensorFlow
+   op's failed status that a later failure carries: opfailures.py) beats an
    unknown error without a traceback, which beats a downstream symptom,
    which beats an unknown error printed after a downstream symptom (a consequence of it, such
    as the launcher's exception when a killed worker took the trainer down), which beats a
@@ -69,6 +70,7 @@ from signatures.lines import time_key, unwrap
 from signatures.nativestacks import move_to_stack_owners
 from signatures.ncclwarn import nccl_fell_back
 from signatures.nonfinite import read_non_finite_metrics
+from signatures.opfailures import read_op_failures
 from signatures.pendinglists import name_diverged_lists
 from signatures.printedfirst import move_to_printed_first
 from signatures.progress import Progress
@@ -175,6 +177,7 @@ def candidates(
     move_to_warned_causes(out)
     promote_episode_leads(out)
     vouch_for_echoes(out)
+    read_op_failures(out)
     _demote_survived_errors(out)
     _demote_survived_warnings(out)
     read_non_finite_metrics(out, progress)

@@ -39,8 +39,8 @@ def shape_holds(
     if shape.name == "logged-error":
         return matched or facts.level in ERROR_LEVELS
     # A degradation is logged as a warning or as progress; a framework may report an exception
-    # at any level (TensorFlow's coordinator logs it as INFO).
-    if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error"):
+    # at any level (TensorFlow's coordinator logs it as INFO, an op's failed status as WARNING).
+    if shape.kind is ShapeKind.DEGRADATION or shape.name in ("reported-exception", "os-error", "op-failed"):
         return matched
     if not matched:
         return False

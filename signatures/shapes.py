@@ -181,6 +181,15 @@ SHAPES: tuple[Shape, ...] = (
         ),
     ),
     Shape(
+        # TensorFlow logs the status of an op that failed, as a warning, before the exception that
+        # carries it: found here at any level; opfailures.py keeps it only when that exception comes
+        "op-failed",
+        ShapeKind.ERROR,
+        "a TensorFlow op's failed status",
+        (b"OP_REQUIRES failed at ",),
+        re.compile(r"\bOP_REQUIRES failed at \S+ : [A-Z][a-z]+(?: [a-z]+)*: \S"),
+    ),
+    Shape(
         "scheduler-verdict",
         ShapeKind.ERROR,
         "a scheduler's verdict on the job",

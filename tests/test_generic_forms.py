@@ -2,7 +2,8 @@
 nativestacks.py, kernelasserts.py, nonfinite.py, echoes.py): a loss named by its kind or printed
 by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's assertion
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
-exception line a later traceback repeats. Made-up lines, a negative beside each positive.
+exception line a later traceback repeats, a TensorFlow op's failed status logged before the
+exception that carries it (opfailures.py). Made-up lines, a negative beside each positive.
 """
 
 from __future__ import annotations
@@ -70,6 +71,33 @@ def test_a_bare_exception_a_later_traceback_repeats_is_the_same_failure_printed_
     other = "KeyError: 'labels'\n"
     d = run(library, other + "    return forward_call(*args, **kwargs)\n" + traceback)
     assert d.initiating and d.initiating.line == 6
+
+
+def _op_failed(status: str, n: int) -> str:
+    return (
+        f"2021-08-25 22:44:22.7883{n:02d}: W tensorflow/core/framework/op_kernel.cc:1763] "
+        f"OP_REQUIRES failed at whole_file_read_ops.cc:116 : {status}\n"
+    )
+
+
+def test_a_tensorflow_ops_failed_status_states_the_failure_raised_with_it_later(library: Library) -> None:
+    missing = "Not found: data/train2014/img_{}.jpg; No such file or directory"
+    ops = "".join(_op_failed(missing.format(n * 7), n) for n in range(3))
+    fit = "Epoch 1/10\n" + "".join(f"loading batch {n}\n" for n in range(20))
+    raised = (
+        'Traceback (most recent call last):\n  File "train.py", line 40, in <module>\n    model.fit(ds)\n'
+        "tensorflow.python.framework.errors_impl.NotFoundError: 2 root error(s) found.\n"
+        f"  (0) Not found:  {missing.format(318556)[11:]}\n"
+    )
+    d = run(library, fit + ops + raised)
+    assert d.initiating and d.initiating.line == 22
+    # another failure raised later: the op's status was handled, not carried up
+    other = raised.replace("NotFoundError: 2 root error(s) found.", "ValueError: bad shape").splitlines()[:4]
+    d = run(library, fit + ops + "\n".join(other) + "\n")
+    assert d.initiating and d.initiating.text.endswith("ValueError: bad shape")
+    # an input pipeline's end of sequence, each epoch, carried up by nothing
+    ends = _op_failed("Out of range: End of sequence", 1)
+    assert run(library, fit + ends + fit + ends + "Training finished.\n").status is Status.CLEAN
 
 
 STACK = (
