@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from signatures.rankwords import is_peer, other_kind, speaker_rank, within_group
+from signatures.rankwords import in_subgroup, is_peer, other_kind, speaker_rank, within_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 
@@ -226,8 +226,11 @@ def unwrap(line: str) -> LineFacts:
 def _message_rank(text: str) -> int | None:
     # The launchers' and libraries' own forms first, then any mention of the speaker's rank;
     # a rank the message names as a peer ("waiting for rank 3") is not the speaker's.
+    subgroup = in_subgroup(text)  # its "[Rank N]" are ranks within that group
     for m in _RANK_IN_MESSAGE.finditer(text):
         group = next(g for g in _RANK_GROUPS if m.group(g) is not None)
+        if group == "rank" and subgroup:
+            continue
         if text[max(0, m.start() - 6) : m.start()].lower().rstrip(" _-").endswith("local"):
             continue  # "Local rank: 4", "local_rank=4": a per-node index
         if group == "of" and other_kind(text, m.start()):
@@ -237,7 +240,7 @@ def _message_rank(text: str) -> int | None:
             continue  # "node rank 1", "data parallel rank 3": a rank within a group
         if not is_peer(text, m.start(), m.end(group)):
             return int(m.group(group))
-    return speaker_rank(text)
+    return None if subgroup else speaker_rank(text)
 
 
 def _iso(ts: str) -> str:

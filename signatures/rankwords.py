@@ -78,6 +78,19 @@ def within_group(message: str, start: int) -> bool:
     return _WITHIN_GROUP.search(message[max(0, start - 40) : start]) is not None
 
 
+# A process group's tag naming a group other than the default one: "[PG ID 6 PG GUID
+# 90(PIPELINE_MODEL_PARALLEL_GROUP) Rank 1]". Every "[Rank N]" on its line counts within that group.
+_SUBGROUP = re.compile(
+    r"\[PG (?:ID )?(?P<pg>\d+) (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^)\n]*)\) )?[Rr]ank \d+\]"
+)
+
+
+def in_subgroup(message: str) -> bool:
+    """Whether the message is a process group's own, of a group other than the default (world) one."""
+    m = _SUBGROUP.search(message)
+    return m is not None and m.group("pg") != "0" and m.group("name") != "default_pg"
+
+
 def speaker_rank(message: str) -> int | None:
     """The rank a message says is speaking, or None when it names none or only peers."""
     if (m := _BRACKET_SUBJECT.search(message)) is not None:

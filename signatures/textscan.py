@@ -8,6 +8,7 @@ from typing import cast
 
 from signatures.library import Library, Matcher
 from signatures.lines import LineFacts
+from signatures.rankwords import in_subgroup
 from signatures.structure import Sighting
 from signatures.tracebacks import TracebackView
 
@@ -29,9 +30,14 @@ class Hit:
 
     @property
     def rank(self) -> int | None:
-        """The global rank the line names (a fingerprint's group, a prefix or the message)."""
+        """The global rank the line names (a fingerprint's group, a prefix or the message).
+
+        A process group's own line ("[PG ID 6 ... Rank 1]") names ranks within that group: then
+        only a prefix ("[rank10]:") names the global one."""
         value = self.groups.get("rank")
-        return int(value) if value is not None and value.isdigit() else self.facts.rank
+        if value is None or not value.isdigit() or in_subgroup(self.facts.message):
+            return self.facts.rank
+        return int(value)
 
     @property
     def local_rank(self) -> int | None:

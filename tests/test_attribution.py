@@ -149,6 +149,24 @@ def test_the_wrapped_first_half_of_a_statement_names_its_rank(library: Library) 
     assert where(run(library, finished + " kernel-fault happened after 1800 ms\n"))[0] is None
 
 
+def _watchdog(group: str) -> str:
+    return (
+        f"[E1013 03:22:49.683087154 ProcessGroupNCCL.cpp:1923] [{group} Rank 1] Process group watchdog "
+        "thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1, OpType=COALESCED, Timeout(ms)=600000) ran for 600096 milliseconds before timing out.\n"
+    )
+
+
+def test_a_rank_within_a_process_group_other_than_the_default_is_no_global_rank() -> None:
+    pipeline = _watchdog("PG ID 6 PG GUID 90(PIPELINE_MODEL_PARALLEL_GROUP)")
+    # the launcher's tag names the global rank; the group's "Rank 1" counts within the pipeline group
+    assert where(diagnose([Source.from_text("job.log", "[rank10]:" + pipeline)]))[0] == 10
+    assert where(diagnose([Source.from_text("job.log", pipeline)]))[0] is None
+    # the default group's ranks are the world's
+    world = _watchdog("PG ID 0 PG GUID 0(default_pg)")
+    assert where(diagnose([Source.from_text("job.log", world)]))[0] == 1
+
+
 def test_the_continuation_of_an_error_message_names_its_rank(library: Library) -> None:
     log = f"{BOOM}: parameters not used\nin producing loss.\nParameter indices without grad for rank 4: 1\n"
     assert where(run(library, log))[0] == 4
