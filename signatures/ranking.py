@@ -20,7 +20,8 @@ inside that list), the root-cause entry of another agent's table whose `time` is
 nodes); of one entry its `exitcode :` line states the failure (failtable.py); what a process
 prints after saying it received SIGTERM or SIGINT (its tear-down; a scheduler's verdict excepted);
 a Slurm STEP line beside its JOB line of the same cancellation (the JOB line states it); a
-scheduler's stop (time limit, cancellation) after a failure a process stated (stops.py);
+scheduler's stop (time limit, cancellation) after a failure a process stated; what failed before
+the run said it finished as meant, and the same failure again after that (stops.py);
 and episodes.py, details.py, bursts.py and reports.py pick which line of a several-line failure
 states it (a signal box's field that names the signal, a logged traceback's exception line, a
 report's stated detail). Frame rules name an
@@ -93,7 +94,7 @@ from signatures.spec import Outcome, Signature
 from signatures.stops import (
     demote_step_beside_job,
     demote_teardown,
-    demote_warnings_after_finish,
+    read_finishes,
     yield_reactions_to_kills,
     yield_stops_to_stated_failures,
 )
@@ -184,7 +185,7 @@ def candidates(
     _demote_late_unknowns(out)
     read_failure_tables(out)
     demote_teardown(out, list(stops))
-    demote_warnings_after_finish(out, list(finishes))
+    read_finishes(out, list(finishes))
     demote_step_beside_job(out)
     yield_stops_to_stated_failures(out, time_order)
     yield_reactions_to_kills(out)

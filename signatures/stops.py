@@ -33,6 +33,31 @@ def demote_teardown(cands: list[Candidate], stops: list[tuple[int, int]]) -> Non
             c.tier = TIER_BENIGN
 
 
+def read_finishes(cands: list[Candidate], finishes: Sequence[tuple[int, int]]) -> None:
+    """What a run said before it finished as meant it survived; what it warns of after, tear-down."""
+    demote_survived_before_finish(cands, finishes)
+    demote_warnings_after_finish(cands, finishes)
+
+
+def demote_survived_before_finish(cands: list[Candidate], finishes: Sequence[tuple[int, int]]) -> None:
+    """A failure printed before the run said, in the same file, that it finished as meant was
+    survived: a callback's logged traceback, a probe's error (Lightning's "`Trainer.fit` stopped:
+    `max_epochs=1` reached." below them). The run's own word that it finished outweighs them. The
+    same failure printed again after the finish, numbers aside, is survived the same way (the
+    callback failing at each checkpoint)."""
+    survived: set[tuple[int, str]] = set()
+    for c in cands:
+        if c.tier < TIER_BENIGN and any(f == c.hit.file_index and c.line < line for f, line in finishes):
+            c.tier = TIER_BENIGN
+            survived.add((c.hit.file_index, _NUMBERS.sub("#", c.hit.facts.message.strip())))
+    for c in cands:
+        if (c.hit.file_index, _NUMBERS.sub("#", c.hit.facts.message.strip())) in survived:
+            c.tier = max(c.tier, TIER_BENIGN)
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
 def demote_warnings_after_finish(cands: list[Candidate], finishes: Sequence[tuple[int, int]]) -> None:
     """What a run warns of after it said it finished as meant (MLPerf's run_stop with status
     success, "Training completed.") is its tear-down: NCCL's proxy thread losing its peers, c10d's

@@ -312,7 +312,7 @@ def test_a_traceback_after_a_line_naming_no_rank_has_none(library: Library) -> N
     assert d.initiating is not None and d.initiating.rank is None
 
 
-# --- warnings after the run said it finished ------------------------------------------------------
+# --- what a run said before and after it said it finished ------------------------------------------
 
 
 def test_warnings_after_the_run_said_it_finished_are_its_tear_down(library: Library) -> None:
@@ -328,6 +328,27 @@ def test_warnings_after_the_run_said_it_finished_are_its_tear_down(library: Libr
     # a run that never finished: the run_stop says it failed
     failed = done.replace('"success"', '"aborted"')
     assert run(library, failed + warn + stack + nccl).status is not Status.CLEAN
+
+
+def test_what_failed_before_the_run_said_it_finished_was_survived(library: Library) -> None:
+    logged = (
+        "[2026-01-15 03:54:38,114][metadata_callback][ERROR] - Failed to write metadata for best.ckpt\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/callbacks.py", line 193, in on_save\n'
+        "    from ocr.utils.checkpoints import save_metadata\n"
+        "ModuleNotFoundError: No module named 'ocr.utils.checkpoints'\n"
+    )
+    done = "INFO: `Trainer.fit` stopped: `max_epochs=1` reached.\n"
+    bar = "Epoch 0/0  50/50 0:00:05 10.32it/s\n"
+    assert run(library, bar + logged + bar + done + "Testing DataLoader 0: 100%\n").status is Status.CLEAN
+    # the same failure again after the finish (the callback at the last checkpoint) is survived too
+    again = logged.replace("best.ckpt", "last.ckpt").replace("193", "194")
+    assert run(library, bar + logged + done + again + "Run tagged as completed.\n").status is Status.CLEAN
+    # without the run's word that it finished, the failure stands; another failure after it does too
+    assert run(library, bar + logged + bar).status is not Status.CLEAN
+    other = "Traceback (most recent call last):\n  File \"t.py\", line 9, in <module>\nOSError: disk full\n"
+    d = run(library, bar + logged + done + other)
+    assert d.status is not Status.CLEAN and d.initiating and d.initiating.text == "OSError: disk full"
 
 
 def test_a_warning_that_the_failing_record_below_it_quotes_stated_it_first(library: Library) -> None:
