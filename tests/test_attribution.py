@@ -153,7 +153,8 @@ def _watchdog(group: str) -> str:
     return (
         f"[E1013 03:22:49.683087154 ProcessGroupNCCL.cpp:1923] [{group} Rank 1] Process group watchdog "
         "thread terminated with exception: [Rank 1] Watchdog caught collective operation timeout: "
-        "WorkNCCL(SeqNum=1, OpType=COALESCED, Timeout(ms)=600000) ran for 600096 milliseconds before timing out.\n"
+        "WorkNCCL(SeqNum=1, OpType=COALESCED, Timeout(ms)=600000) ran for 600096 milliseconds"
+        " before timing out.\n"
     )
 
 
