@@ -80,15 +80,17 @@ def within_group(message: str, start: int) -> bool:
 
 # A process group's tag naming a group other than the default one: "[PG ID 6 PG GUID
 # 90(PIPELINE_MODEL_PARALLEL_GROUP) Rank 1]". Every "[Rank N]" on its line counts within that group.
+# Only the name tells: the default group's id is not always 0 ("[PG ID 1 PG GUID 1 Rank 2]" on the
+# world's all-reduce), so a tag without a name is read as the world's.
 _SUBGROUP = re.compile(
-    r"\[PG (?:ID )?(?P<pg>\d+) (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^)\n]*)\) )?[Rr]ank \d+\]"
+    r"\[PG (?:ID )?\d+ (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^)\n]*)\) )?[Rr]ank \d+\]"
 )
 
 
 def in_subgroup(message: str) -> bool:
     """Whether the message is a process group's own, of a group other than the default (world) one."""
     m = _SUBGROUP.search(message)
-    return m is not None and m.group("pg") != "0" and m.group("name") != "default_pg"
+    return m is not None and m.group("name") not in (None, "default_pg")
 
 
 def speaker_rank(message: str) -> int | None:

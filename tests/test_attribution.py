@@ -163,9 +163,9 @@ def test_a_rank_within_a_process_group_other_than_the_default_is_no_global_rank(
     # the launcher's tag names the global rank; the group's "Rank 1" counts within the pipeline group
     assert where(diagnose([Source.from_text("job.log", "[rank10]:" + pipeline)]))[0] == 10
     assert where(diagnose([Source.from_text("job.log", pipeline)]))[0] is None
-    # the default group's ranks are the world's
-    world = _watchdog("PG ID 0 PG GUID 0(default_pg)")
-    assert where(diagnose([Source.from_text("job.log", world)]))[0] == 1
+    # the default group's ranks are the world's; a tag naming no group is read as the world's too
+    for group in ("PG ID 0 PG GUID 0(default_pg)", "PG ID 1 PG GUID 1"):
+        assert where(diagnose([Source.from_text("job.log", _watchdog(group))]))[0] == 1
 
 
 def test_the_continuation_of_an_error_message_names_its_rank(library: Library) -> None:
