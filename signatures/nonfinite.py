@@ -10,6 +10,8 @@ loss is no recovery of a validation pass's ``nan``.
 
 A metric that stays non-finite may have exploded first: ``Loss: 2.42`` then ``Loss: 1.36e+15``
 then ``Loss: inf``. The run went wrong at the explosion; the ``inf`` is where the float overflowed.
+A report of one metric per line (``KL: nan``, ``PolicyEntropy: nan``, ``PolicyLoss: nan``) went
+non-finite at its first such line, whichever metric a signature knows by name.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def _opening_words(message: str) -> list[str]:
 def read_non_finite_metrics(cands: list[Candidate], progress: Progress | None) -> None:
     demote_recovered_metrics(cands, progress)
     move_to_explosions(cands)
+    move_to_first_of_block(cands)
 
 
 def demote_recovered_metrics(cands: list[Candidate], progress: Progress | None) -> None:
@@ -152,3 +155,27 @@ def _explosion_start(values: list[float]) -> int | None:
             break
         start = s
     return start
+
+
+# A line of a report of one metric per line: "KL: nan", "ExplainedVarOld: 0.812", "Steps: 672".
+_METRIC_LINE = re.compile(r"^\s*[A-Za-z_][\w ./()-]{0,40}\s*[:=]\s*\S+\s*$")
+
+
+def move_to_first_of_block(cands: list[Candidate]) -> None:
+    """A non-finite metric in a report of one metric per line moves up to the report's first
+    non-finite line: the lines above it, up to a blank line or one of another form, of the same
+    process (a header such as "***** Episode 31455 *****" ends the report)."""
+    for c in cands:
+        if c.tier >= TIER_BENIGN or c.line != c.hit.line or not _names(c):
+            continue
+        if not _METRIC_LINE.match(c.hit.facts.message):
+            continue
+        first = 0
+        for back, text in enumerate(reversed(c.hit.before), 1):
+            facts = unwrap(text)
+            if facts.rank != c.hit.rank or not _METRIC_LINE.match(facts.message):
+                break
+            if _NON_FINITE.search(facts.message):
+                first = back
+        if first:
+            c.line, c.text = c.hit.line - first, c.hit.before[-first]

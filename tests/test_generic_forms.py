@@ -3,7 +3,7 @@ nativestacks.py, kernelasserts.py, nonfinite.py, echoes.py): a loss named by its
 by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's assertion
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
-exception that carries it (opfailures.py). Made-up lines, a negative beside each positive.
+exception that carries it (opfailures.py), a report of one metric per line going non-finite. Made-up lines, a negative beside each positive.
 """
 
 from __future__ import annotations
@@ -54,6 +54,22 @@ def test_a_metric_that_exploded_before_going_non_finite_went_wrong_at_the_explos
     # a loss that grew by less than the explosion factor went wrong where it stopped being finite
     d = run(library, log(["2.40625", "2.375", "2.421875", "9.5", "inf", "inf"]))
     assert d.status is Status.DEGRADED and d.initiating and d.initiating.line == 9
+
+
+def test_a_report_of_one_metric_per_line_went_non_finite_at_its_first_such_line(library: Library) -> None:
+    def report(kl: str) -> str:
+        return (
+            "***** Episode 31455, Mean R = 28911.0 *****\nBeta: 6.91\nExplainedVarOld: 0.812\n"
+            f"KL: {kl}\nPolicyEntropy: nan\nloss: nan\nSteps: 672\n\n"
+        )
+
+    d = run(None, report("nan"))
+    assert d.status is Status.DEGRADED and d.initiating and d.initiating.text == "KL: nan"
+    d = run(None, report("0.0031"))
+    assert d.initiating and d.initiating.text == "PolicyEntropy: nan"
+    # a line of another form ends the report: a non-finite value above it belongs to another one
+    d = run(None, "KL: nan\n***** Episode 31456 *****\nloss: nan\n")
+    assert d.initiating and d.initiating.line == 3
 
 
 def test_a_bare_exception_a_later_traceback_repeats_is_the_same_failure_printed_first(
