@@ -3,7 +3,8 @@ nativestacks.py, kernelasserts.py, nonfinite.py, echoes.py): a loss named by its
 by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's assertion
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
-exception that carries it (opfailures.py), a report of one metric per line going non-finite. Made-up lines, a negative beside each positive.
+exception that carries it (opfailures.py), a report of one metric per line going non-finite.
+Made-up lines, a negative beside each positive.
 """
 
 from __future__ import annotations
