@@ -115,11 +115,12 @@ _PREFIXES: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # A rank the message itself names: NCCL's "[PG 1 Rank 3]", mpirun's "process rank 3 with PID",
-# mp.spawn's "process 1 terminated with", srun's "task 3: Killed", "AssertionError: Rank 3: ...".
+# mp.spawn's "process 1 terminated with", horovodrun's "Process 1 exit with status code 137",
+# srun's "task 3: Killed", "AssertionError: Rank 3: ...".
 _RANK_IN_MESSAGE = re.compile(
     r"\[(?:PG (?:ID )?\d+ (?:PG GUID \S+ )?(?:\([^)\n]*\) )?)?[Rr]ank (?P<rank>\d+)\]"
     r"|\bprocess rank (?P<mpi>\d+) with PID\b"
-    r"|\b[Pp]rocess (?P<spawn>\d+) terminated with\b"
+    r"|\b[Pp]rocess (?P<spawn>\d+) (?:terminated with|exit with status)\b"  # horovodrun: "exit with status"
     r"|\b[Pp]rocess (?P<of>\d+) ?(?:of|/) ?\d+\b"  # "process 3 of 8": a pid is never counted out of N
     r"|^srun: error: [\w.-]+: task (?P<task>\d+): "
     r"|(?:^|: )[Rr]ank (?P<lead>\d+): "

@@ -379,18 +379,20 @@ SHAPES: tuple[Shape, ...] = (
             b"returncode",
             b"terminated with",
             b"exited with",
+            b"exit with",
         ),
         re.compile(
             r"\b(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]\d*"
             r"|\bexitcode: -?[1-9]\d*|\bterminated with (?:exit code|signal)"
-            # a supervisor's or container runtime's words: "Pod: p exited with code 1"
-            r"|\bexited with (?:code|status) -?[1-9]",
+            # a supervisor's or launcher's words: "Pod: p exited with code 1", horovodrun's
+            # "Process 0 exit with status code 137."
+            r"|\bexit(?:ed)? with (?:code|status(?: code)?) -?[1-9]",
             re.IGNORECASE,
         ),
         pattern=(
             r"(?:exit|return)[ _]?(?:code|status)[:= ]+\(?-?[1-9]"
             r"|exitcode: -?[1-9]|terminated with (?:exit code|signal)"
-            r"|exited with (?:code|status) -?[1-9]"
+            r"|exit(?:ed)? with (?:code|status(?: code)?) -?[1-9]"
         ),
         ignore_case=True,
     ),

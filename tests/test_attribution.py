@@ -149,6 +149,13 @@ def test_the_wrapped_first_half_of_a_statement_names_its_rank(library: Library) 
     assert where(run(library, finished + " kernel-fault happened after 1800 ms\n"))[0] is None
 
 
+def test_horovodruns_report_of_a_process_exit_names_the_death_and_its_rank(library: Library) -> None:
+    d = run(library, "Epoch 3 loss 0.41\nProcess 1 exit with status code 137.\n")
+    assert d.initiating and d.initiating.line == 2 and d.initiating.rank == 1
+    # a process that exited with status 0 did not die
+    assert run(library, "Epoch 3 loss 0.41\nProcess 1 exit with status code 0.\n").initiating is None
+
+
 def _watchdog(group: str) -> str:
     return (
         f"[E1013 03:22:49.683087154 ProcessGroupNCCL.cpp:1923] [{group} Rank 1] Process group watchdog "
