@@ -130,8 +130,12 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\bfor rank (?P<own>\d+):"  # DDP: "Parameter indices which did not receive grad for rank 0: 1"
     r"|\bProcess name: \[\[\d+,1\],(?P<vpid>\d+)\]"  # Open MPI's [[job,1],vpid]: the vpid is the MPI rank
     r"|^Process name: (?P<pname>\d+)\s*$"  # Horovod's report of the first process to exit: its rank
+    # loggers that write the rank into their head: k2/icefall's "[train.py:1057] (2/4) ..." (rank
+    # of world size), HugeCTR's "[HCTR][06:36:45.719][ERROR][RK0][main]: ..."
+    r"|\[[\w.-]+\.py:\d+\] \((?P<k2>\d+)/\d+\) "
+    r"|\]\[RK(?P<rk>\d+)\]\["
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "of", "task", "lead", "kv", "subj", "own", "vpid", "pname")
+_RANK_GROUPS = ("rank", "mpi", "spawn", "of", "task", "lead", "kv", "subj", "own", "vpid", "pname", "k2", "rk")
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(

@@ -156,6 +156,16 @@ def test_horovodruns_report_of_a_process_exit_names_the_death_and_its_rank(libra
     assert run(library, "Epoch 3 loss 0.41\nProcess 1 exit with status code 0.\n").initiating is None
 
 
+def test_a_loggers_head_that_writes_the_rank_names_it(library: Library) -> None:
+    k2 = "2024-01-14 01:03:00,826 ERROR [train.py:1057] (2/4) RuntimeError: kernel-fault happened\n"
+    assert where(run(library, k2))[0] == 2
+    hugectr = "[HCTR][06:36:45.719][ERROR][RK3][main]: RuntimeError: kernel-fault happened\n"
+    assert where(run(library, hugectr))[0] == 3
+    # a count in parentheses that opens a message, or stands after no logger's file head, is none
+    assert where(run(library, f"(2/4) {BOOM}\n"))[0] is None
+    assert where(run(library, f"[HCTR][RK3 main]: {BOOM}\n"))[0] is None
+
+
 def _watchdog(group: str) -> str:
     return (
         f"[E1013 03:22:49.683087154 ProcessGroupNCCL.cpp:1923] [{group} Rank 1] Process group watchdog "
