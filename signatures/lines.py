@@ -135,7 +135,21 @@ _RANK_IN_MESSAGE = re.compile(
     r"|\[[\w.-]+\.py:\d+\] \((?P<k2>\d+)/\d+\) "
     r"|\]\[RK(?P<rk>\d+)\]\["
 )
-_RANK_GROUPS = ("rank", "mpi", "spawn", "of", "task", "lead", "kv", "subj", "own", "vpid", "pname", "k2", "rk")
+_RANK_GROUPS = (
+    "rank",
+    "mpi",
+    "spawn",
+    "of",
+    "task",
+    "lead",
+    "kv",
+    "subj",
+    "own",
+    "vpid",
+    "pname",
+    "k2",
+    "rk",
+)
 # A local rank the message names: torchrun's "failed (exitcode: 1) local_rank: 3 (pid: 812917)".
 # A launcher's command line for its child names it too: DeepSpeed's "'--local_rank=0'".
 _LOCAL_IN_MESSAGE = re.compile(
