@@ -59,10 +59,19 @@ def move_announcements_to_detail(cands: list[Candidate]) -> list[Candidate]:
     """An error record that only announces a failure ("Container failed !!!") and whose next line,
     with no head of its own, goes on about the same subject ("Container rank 0 status failed cmd
     [...] code -6 ...") is stated by that line: the announcement's detail (a death it reports, an
-    exit code, joins the announcement's statement)."""
+    exit code, joins the announcement's statement). A statement that ends by introducing an
+    exception ("Aborting and saving the final best model. Encountered exception:") gives way to
+    the exception on its next line (``KeyError("[E900] Could not run ...")``)."""
     at = {(c.hit.file_index, c.line): c for c in cands}
     gone: set[int] = set()
     for c in cands:
+        below = at.get((c.hit.file_index, c.line + 1))
+        if _introduces_exception(c, below):
+            c.line, c.text = c.line + 1, c.hit.after[0]
+            if below is not None:
+                c.tier = min(c.tier, below.tier)
+                gone.add(id(below))
+            continue
         if c.signature is not None or c.line != c.hit.line or c.tier >= TIER_BENIGN or not announces_only(c):
             continue
         below = at.get((c.hit.file_index, c.line + 1))
@@ -78,6 +87,23 @@ def move_announcements_to_detail(cands: list[Candidate]) -> list[Candidate]:
             if below is not None:
                 gone.add(id(below))
     return [c for c in cands if id(c) not in gone]
+
+
+def _introduces_exception(c: Candidate, below: Candidate | None) -> bool:
+    # an unknown statement ending in a colon, over an exception line of the same process: the
+    # exception is what it introduced (a known one stands on its own, and the statement with it)
+    if c.signature is not None or c.line != c.hit.line or c.tier >= TIER_BENIGN or not c.hit.after:
+        return False
+    if not c.hit.facts.message.rstrip().endswith(":"):
+        return False
+    if below is not None and (below.signature is not None or below.line != below.hit.line):
+        return False
+    facts = unwrap(c.hit.after[0])
+    return facts.rank == c.hit.facts.rank and _EXCEPTION_OPENS.match(facts.message) is not None
+
+
+# A line that opens with an exception: "KeyError: 'x'", a repr "KeyError("[E900] ...", "ValueError('.
+_EXCEPTION_OPENS = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?:: |\(['\"])")
 
 
 def restates(upper: str, lower: str) -> bool:

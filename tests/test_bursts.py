@@ -246,6 +246,20 @@ def test_an_announcement_moves_to_the_detail_line_below_it(
     assert d.initiating is not None and d.initiating.line == (3 if moved else 2)
 
 
+@pytest.mark.parametrize(
+    ("below", "moved"),
+    [
+        ('KeyError("[E900] Could not run the full pipeline for evaluation. If you', True),  # a repr
+        ("ValueError: [E030] Sentence boundaries unset.", True),
+        ("component to the pipeline with: nlp.add_pipe('sentencizer').", False),  # no exception
+    ],
+)
+def test_a_statement_introducing_an_exception_gives_way_to_it(library: Library, below: str, moved: bool) -> None:
+    log = f"---  ------  -----\nAborting and saving the final best model. Encountered exception:\n{below}\n"
+    d = run(library, log)
+    assert d.initiating is not None and d.initiating.line == (3 if moved else 2)
+
+
 def test_the_same_statement_from_other_threads_is_a_repeat(library: Library) -> None:
     log = (
         "ep 1 42%|## | 420/1000 [01:02<01:30] kern.cu:88: lane [3,0,0] Check `idx < n` failed on device 0.\n"
