@@ -254,7 +254,9 @@ def test_an_announcement_moves_to_the_detail_line_below_it(
         ("component to the pipeline with: nlp.add_pipe('sentencizer').", False),  # no exception
     ],
 )
-def test_a_statement_introducing_an_exception_gives_way_to_it(library: Library, below: str, moved: bool) -> None:
+def test_a_statement_introducing_an_exception_gives_way_to_it(
+    library: Library, below: str, moved: bool
+) -> None:
     log = f"---  ------  -----\nAborting and saving the final best model. Encountered exception:\n{below}\n"
     d = run(library, log)
     assert d.initiating is not None and d.initiating.line == (3 if moved else 2)
