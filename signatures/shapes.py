@@ -316,24 +316,12 @@ SHAPES: tuple[Shape, ...] = (
         ShapeKind.DEATH,
         "a process killed by a signal",
         (
-            b"Segmentation fault",
-            b"core dumped",
-            b"Bus error",
-            b"Illegal instruction",
-            b"Floating point exception",
-            b"Aborted",
-            b"Killed",
+            *(w.encode() for w in ("Segmentation fault", "core dumped", "Bus error", "Illegal instruction")),
+            *(w.encode() for w in ("Floating point exception", "Aborted", "Killed", "bus error")),
             b"zsh: ",  # zsh's report of a job's signal, in lower case
-            b"bus error",
-            b"segmentation fault",
-            b"signal",
-            b"Signal ",
-            b"eceived SIG",
-            b"killed due to ",
-            b"killed because of ",
-            b"killed by ",
-            b"was aborted",
-            b"were aborted",
+            *(w.encode() for w in ("segmentation fault", "signal", "Signal ", "eceived SIG", "killed by ")),
+            *(w.encode() for w in ("killed due to ", "killed because of ", "was aborted", "were aborted")),
+            b"encountered in worker",  # torch's handler in a DataLoader worker
             *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
         ),
         re.compile(
@@ -346,6 +334,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
+            r"|\bUnexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker\b"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}(?:: ?\d+)?\.?[ \t]*$"  # the message ends in the signal it got
             # a launcher's verdict in prose: "the trainer process with rank=[3] was aborted"
@@ -360,6 +349,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|(?:killed|terminated|exited|died) (?:by|on|with|due to) signal"
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
             r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
+            r"|Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker"
             r"|[Rr]eceived SIG[A-Z]"
             r"|(?:was|were) aborted"
         ),

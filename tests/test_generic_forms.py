@@ -3,7 +3,8 @@ nativestacks.py, kernelasserts.py, nonfinite.py, echoes.py): a loss named by its
 by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's assertion
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
-exception that carries it (opfailures.py), a report of one metric per line going non-finite.
+exception that carries it (opfailures.py), a report of one metric per line going non-finite, a
+DataLoader worker's own report of the signal that killed it.
 Made-up lines, a negative beside each positive.
 """
 
@@ -71,6 +72,21 @@ def test_a_report_of_one_metric_per_line_went_non_finite_at_its_first_such_line(
     # a line of another form ends the report: a non-finite value above it belongs to another one
     d = run(None, "KL: nan\n***** Episode 31456 *****\nloss: nan\n")
     assert d.initiating and d.initiating.line == 3
+
+
+def test_a_dataloader_workers_report_of_its_signal_is_the_death_the_main_process_reports_later() -> None:
+    main = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 779, in _try_get_data\n'
+        "    data = self._data_queue.get(timeout=timeout)\n"
+        "RuntimeError: DataLoader worker (pid 380) is killed by signal: Segmentation fault.\n"
+    )
+    worker = "ERROR: Unexpected segmentation fault encountered in worker.\n"
+    d = run(None, "epoch 25 iter 300 loss 0.41\n" + worker + main)
+    assert d.initiating and d.initiating.line == 2
+    # without the worker's report, the main process's is the one
+    d = run(None, "epoch 25 iter 300 loss 0.41\nepoch 25 iter 301 loss 0.40\n" + main)
+    assert d.initiating and d.initiating.line == 6
 
 
 def test_a_bare_exception_a_later_traceback_repeats_is_the_same_failure_printed_first(
