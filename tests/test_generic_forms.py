@@ -77,7 +77,7 @@ def test_a_report_of_one_metric_per_line_went_non_finite_at_its_first_such_line(
 def test_a_dataloader_workers_report_of_its_signal_is_the_death_the_main_process_reports_later() -> None:
     main = (
         "Traceback (most recent call last):\n"
-        '  File "/usr/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 779, in _try_get_data\n'
+        '  File "/usr/lib/python3/torch/utils/data/dataloader.py", line 779, in _try_get_data\n'
         "    data = self._data_queue.get(timeout=timeout)\n"
         "RuntimeError: DataLoader worker (pid 380) is killed by signal: Segmentation fault.\n"
     )
