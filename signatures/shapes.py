@@ -322,6 +322,7 @@ SHAPES: tuple[Shape, ...] = (
             *(w.encode() for w in ("segmentation fault", "signal", "Signal ", "eceived SIG", "killed by ")),
             *(w.encode() for w in ("killed due to ", "killed because of ", "was aborted", "were aborted")),
             b"encountered in worker",  # torch's handler in a DataLoader worker
+            b"^C",  # a terminal's echo of the interrupt it sent
             *(f"SIG{name}".encode() for name in ("SEGV", "ABRT", "BUS", "ILL", "FPE", "KILL")),
         ),
         re.compile(
@@ -335,6 +336,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|\b[Rr]eceived signal |\bSignal \d+ \(SIG|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b"
             r"|\bkilled (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)\b"
             r"|\bUnexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker\b"
+            r"|^\^C[ \t]*$"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}\b[^\n]{0,40}\b(?:exiting|shutting down|terminating|aborting)\b"
             r"|\b[Rr]eceived SIG[A-Z]{2,4}(?:: ?\d+)?\.?[ \t]*$"  # the message ends in the signal it got
             # a launcher's verdict in prose: "the trainer process with rank=[3] was aborted"
@@ -350,6 +352,7 @@ SHAPES: tuple[Shape, ...] = (
             r"|[Rr]eceived signal |Signal [0-9]+ \(SIG|SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)"
             r"|killed (?:due to|because of|by) (?:memory pressure|the OOM killer|OOM)"
             r"|Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker"
+            r"|^\^C[ \t]*$"
             r"|[Rr]eceived SIG[A-Z]"
             r"|(?:was|were) aborted"
         ),

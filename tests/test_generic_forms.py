@@ -4,7 +4,7 @@ by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
 exception that carries it (opfailures.py), a report of one metric per line going non-finite, a
-DataLoader worker's own report of the signal that killed it.
+DataLoader worker's own report of the signal that killed it, a terminal's echo of an interrupt.
 Made-up lines, a negative beside each positive.
 """
 
@@ -87,6 +87,16 @@ def test_a_dataloader_workers_report_of_its_signal_is_the_death_the_main_process
     # without the worker's report, the main process's is the one
     d = run(None, "epoch 25 iter 300 loss 0.41\nepoch 25 iter 301 loss 0.40\n" + main)
     assert d.initiating and d.initiating.line == 6
+
+
+def test_a_terminals_echo_of_an_interrupt_is_the_process_stopping(library: Library) -> None:
+    log = "[11/03 06:48:25.411]: lr:4.0e-06\nstep 3 loss 2.11\n^C\n"
+    d = run(library, log)
+    assert d.status is Status.UNRECOGNIZED and d.initiating and d.initiating.line == 3
+    # words that name the key are no interrupt; an interrupt the run trained on past was survived
+    assert run(library, "Press ^C to stop the server\nstep 3 loss 2.11\n").status is Status.CLEAN
+    later = "".join(f"step {n} loss 2.0\n" for n in range(4, 40))
+    assert run(library, log + later).status is Status.CLEAN
 
 
 def test_a_bare_exception_a_later_traceback_repeats_is_the_same_failure_printed_first(
