@@ -4,7 +4,8 @@ by MSVC going non-finite, dmlc's fatal message over its native stack, a kernel's
 printed below the report it raised, a loss that exploded before it went non-finite, a bare
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
 exception that carries it (opfailures.py), a report of one metric per line going non-finite, a
-DataLoader worker's own report of the signal that killed it, a terminal's echo of an interrupt.
+DataLoader worker's own report of the signal that killed it, a terminal's echo of an interrupt,
+an exception's words a handler printed a few lines above its traceback.
 Made-up lines, a negative beside each positive.
 """
 
@@ -275,6 +276,22 @@ def test_an_exception_that_points_to_its_reason_above_gives_way_to_it(library: L
     assert run(library, warned + raised).initiating.line == 1  # type: ignore[union-attr]
     own = raised.replace(" for reason above", "")
     assert run(library, warned + own).initiating.line == 5  # type: ignore[union-attr]
+
+
+def test_the_exceptions_words_printed_whole_a_few_lines_above_its_traceback_state_it(
+    library: Library,
+) -> None:
+    handler = "<class 'RuntimeError'>\nshape '[-1, 115200]' is invalid for input of size 72000\n"
+    timing = "Elapsed Time (training network) 0 m 13.94 s\n"
+    raised = (
+        'Traceback (most recent call last):\n  File "train.py", line 114, in forward\n'
+        "    x = x.view(-1, 8* 16* 1* 30* 30)\n"
+        "RuntimeError: shape '[-1, 115200]' is invalid for input of size 72000\n"
+    )
+    assert run(library, "1, 55,  20, 0.0516\n" + handler + timing + raised).initiating.line == 3  # type: ignore[union-attr]
+    # other words printed above are no statement of it
+    other = handler.replace("is invalid for input of size 72000", "is the target shape")
+    assert run(library, "1, 55,  20, 0.0516\n" + other + timing + raised).initiating.line == 8  # type: ignore[union-attr]
 
 
 def test_a_statement_above_a_traceback_that_ends_in_a_wrapper_leads_it() -> None:
