@@ -19,7 +19,7 @@ from signatures.levels import learn as learn_levels
 from signatures.library import Kind
 from signatures.lines import unwrap
 from signatures.ncclwarn import NCCL_UNWIND
-from signatures.tracebacks import FRAME, HEADER, TRACEBACK_TITLE, exception_name
+from signatures.tracebacks import CHAIN_NOTE, FRAME, HEADER, TRACEBACK_TITLE, exception_name
 
 LEAD_GAP = 6  # lines a statement may sit above the traceback it leads into
 
@@ -59,7 +59,7 @@ def move_introductions(cands: list[Candidate]) -> list[Candidate]:
         following = next(((k, t) for k, t in enumerate(c.hit.after[:3], 1) if t.strip()), None)
         if following is not None and HEADER.match(unwrap(following[1]).message) and _ends_below(c, cands):
             continue
-        if following is not None and bare(message) and not RULE.match(following[1]):  # not a "----"
+        if following and bare(message) and not (RULE.match(following[1]) or CHAIN_NOTE.match(following[1])):
             c.line, c.text = c.hit.line + following[0], following[1]
         keep.append(c)
     return keep

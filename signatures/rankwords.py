@@ -82,9 +82,7 @@ def within_group(message: str, start: int) -> bool:
 # 90(PIPELINE_MODEL_PARALLEL_GROUP) Rank 1]". Every "[Rank N]" on its line counts within that group.
 # Only the name tells: the default group's id is not always 0 ("[PG ID 1 PG GUID 1 Rank 2]" on the
 # world's all-reduce), so a tag without a name is read as the world's.
-_SUBGROUP = re.compile(
-    r"\[PG (?:ID )?\d+ (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^)\n]*)\) )?[Rr]ank \d+\]"
-)
+_SUBGROUP = re.compile(r"\[PG (?:ID )?\d+ (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^)\n]*)\) )?[Rr]ank \d+\]")
 
 
 def in_subgroup(message: str) -> bool:

@@ -199,6 +199,13 @@ def recovered(after: Sequence[str], lines: int = 3) -> bool:
     return any(_recovery().search(line) for line in after[:lines])
 
 
+# Python's notes between chained tracebacks ("During handling of the above exception, another
+# exception occurred:"): no statement of their own, as a rule of dashes is none
+CHAIN_NOTE = re.compile(
+    r"^\s*(?:During handling of the above exception|The above exception was the direct cause)"
+)
+
+
 def handled_below(after: Sequence[str]) -> bool:
     """ "During handling of the above exception, another exception occurred" follows: the exception
     above was being handled (a cache miss, a probe) when the one that matters was raised."""

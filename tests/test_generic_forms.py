@@ -5,7 +5,8 @@ printed below the report it raised, a loss that exploded before it went non-fini
 exception line a later traceback repeats, a TensorFlow op's failed status logged before the
 exception that carries it (opfailures.py), a report of one metric per line going non-finite, a
 DataLoader worker's own report of the signal that killed it, a terminal's echo of an interrupt,
-an exception's words a handler printed a few lines above its traceback.
+an exception's words a handler printed a few lines above its traceback, a bare exception over
+Python's note on a chained one.
 Made-up lines, a negative beside each positive.
 """
 
@@ -292,6 +293,17 @@ def test_the_exceptions_words_printed_whole_a_few_lines_above_its_traceback_stat
     # other words printed above are no statement of it
     other = handler.replace("is invalid for input of size 72000", "is the target shape")
     assert run(library, "1, 55,  20, 0.0516\n" + other + timing + raised).initiating.line == 8  # type: ignore[union-attr]
+
+
+def test_a_bare_exception_keeps_its_line_over_pythons_note_on_a_chained_one(library: Library) -> None:
+    frames = "--> 518             torch._foreach_add_(\n\n"
+    note = "During handling of the above exception, another exception occurred:\n\n"
+    chained = "NameError    Traceback (most recent call last)\n"
+    d = run(library, frames + "KeyboardInterrupt: \n\n" + note + chained)
+    assert d.initiating and d.initiating.text.startswith("KeyboardInterrupt")
+    # a bare name's words on the next line state it
+    d = run(library, frames + "AssertionError: \nThe NVIDIA driver on your system is too old\n")
+    assert d.initiating and d.initiating.text.startswith("The NVIDIA driver")
 
 
 def test_a_statement_above_a_traceback_that_ends_in_a_wrapper_leads_it() -> None:
