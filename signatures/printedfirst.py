@@ -7,8 +7,8 @@ memory).`. The printed line came first and said it; the exception that ends the 
 repeats it. The last line above the traceback's title counts when the exception's own words (not
 its name) stand in it, or when the exception points there itself (PaddleDetection's `ValueError:
 Dataset ... is not valid for reason above`, below its `WARNING: Config annotation ... is not a
-file`); a line a few lines higher counts when it is the exception's words whole (a script's
-handler that prints the error, then a timing line, then re-raises).
+file`); a line up to three lines higher counts when the exception's words stand in it (a
+script's handler that prints the error, then a timing line or a report, then re-raises).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from signatures.lines import unwrap
 from signatures.tracebacks import exception_name
 
 SAID = 24  # characters of the exception's words the printed line must hold
-PRINTED_REACH = 3  # lines above the title's opener where the exception's words may stand whole
 _DIGITS = re.compile(r"\d+")
 # An exception that says its reason was printed above it (not TensorFlow's "see above for
 # traceback", which points at its own traceback).
@@ -52,8 +51,9 @@ def move_to_printed_first(cands: list[Candidate]) -> None:
         if said and exception_name(printed) is None:
             c.line, c.text = c.hit.line - up, opener
             continue
-        for k in range(up + 1, min(up + PRINTED_REACH, len(c.hit.before)) + 1):
-            whole = unwrap(c.hit.before[-k]).message.strip() == words
-            if whole and (c.hit.file_index, c.line - k) not in lines:
-                c.line, c.text = c.hit.line - k, c.hit.before[-k]
+        for k, text in enumerate(c.hit.view.above_opener, up + 1):
+            printed = unwrap(text).message
+            said = len(words) >= SAID and _DIGITS.sub("#", words) in _DIGITS.sub("#", printed)
+            if said and exception_name(printed) is None and (c.hit.file_index, c.line - k) not in lines:
+                c.line, c.text = c.hit.line - k, text
                 break

@@ -267,8 +267,8 @@ def _demote_survived_warnings(cands: list[Candidate]) -> None:
     # was survived: "Warning: Failed to set NUMA affinity: libnuma.so: cannot open shared object".
     # (A degradation is a warning the run carries on from by nature: it stays.)
     lines = {(c.hit.file_index, c.line) for c in cands}
-    for c in cands:
-        sig = c.signature
+    for c in sorted(cands, key=lambda c: (c.hit.file_index, -c.line)):  # latest first: a later warning
+        sig = c.signature  # survived is no failure the earlier one stated
         if sig is None or sig.outcome is Outcome.DEGRADATION or c.tier != TIER_INITIATING:
             continue
         if (warned(c.hit) and carried_on(c, lines)) or _went_on_from_warning(c, cands, lines):

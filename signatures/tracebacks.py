@@ -92,6 +92,7 @@ class TracebackView:
     opener: str | None = None
     opener_up: int | None = None  # lines above the hit where the opener stands
     from_module: bool = False  # the outermost frame is a script's module code: nothing caught it
+    above_opener: tuple[str, ...] = ()  # the raw lines just above the opener, nearest first
 
 
 def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
@@ -159,7 +160,17 @@ def read_traceback(message: str, before: Sequence[str]) -> TracebackView:
         opener=opener,
         opener_up=opener_up,
         from_module=from_module and titled,
+        above_opener=_above(before, opener_up),
     )
+
+
+ABOVE_OPENER = 3  # lines above a traceback's opener kept with it
+
+
+def _above(before: Sequence[str], opener_up: int | None) -> tuple[str, ...]:
+    if opener_up is None:
+        return ()
+    return tuple(before[-up] for up in range(opener_up + 1, min(opener_up + ABOVE_OPENER, len(before)) + 1))
 
 
 def _opener(before: Sequence[str], title: int) -> int | None:

@@ -290,6 +290,10 @@ def test_the_exceptions_words_printed_whole_a_few_lines_above_its_traceback_stat
         "RuntimeError: shape '[-1, 115200]' is invalid for input of size 72000\n"
     )
     assert run(library, "1, 55,  20, 0.0516\n" + handler + timing + raised).initiating.line == 3  # type: ignore[union-attr]
+    # the words after the trainer's own head, a report line between
+    said = "Error during training: shape '[-1, 115200]' is invalid for input of size 72000\n"
+    said += "No report written\n"
+    assert run(library, "1, 55,  20, 0.0516\n" + said + raised).initiating.line == 2  # type: ignore[union-attr]
     # other words printed above are no statement of it
     other = handler.replace("is invalid for input of size 72000", "is the target shape")
     assert run(library, "1, 55,  20, 0.0516\n" + other + timing + raised).initiating.line == 8  # type: ignore[union-attr]
@@ -304,6 +308,21 @@ def test_a_bare_exception_keeps_its_line_over_pythons_note_on_a_chained_one(libr
     # a bare name's words on the next line state it
     d = run(library, frames + "AssertionError: \nThe NVIDIA driver on your system is too old\n")
     assert d.initiating and d.initiating.text.startswith("The NVIDIA driver")
+
+
+def test_warnings_a_run_carried_on_from_are_read_latest_first() -> None:
+    def warned(package: str) -> str:
+        return (
+            "/venv/torch_geometric/typing.py:86: UserWarning: An issue occurred while importing "
+            f"'{package}'. Disabling its usage. Stacktrace: /v/{package}/_cu.so: undefined symbol: _ZN5c\n"
+            f"  warnings.warn(f\"An issue occurred while importing '{package}'. \"\n"
+        )
+
+    raised = 'Traceback (most recent call last):\n  File "t.py", line 9, in <module>\n'
+    raised += "RuntimeError: bad dtype\n"
+    steps = "".join(f"step {n} loss 0.5\n" for n in range(5))
+    d = run(None, warned("torch-scatter") + warned("torch-sparse") + steps + raised)
+    assert d.initiating and d.initiating.text == "RuntimeError: bad dtype"
 
 
 def test_a_statement_above_a_traceback_that_ends_in_a_wrapper_leads_it() -> None:
