@@ -20,6 +20,7 @@ _NUMBER = re.compile(r"\d+")
 
 
 def vouch_for_echoes(cands: list[Candidate]) -> None:
+    """A bare exception line that a later vouched one repeats, numbers aside, is vouched for too."""
     vouched: dict[tuple[int, str], int] = {}  # (file, exception numbers aside): its last vouched line
     for c in cands:
         if c.signature is None and c.tier == TIER_INITIATING and c.line == c.hit.line:

@@ -23,6 +23,7 @@ SHAPE = "op-failed"
 
 
 def read_op_failures(cands: list[Candidate]) -> None:
+    """An op's failed status takes the strength of the later failure that carries it, or none."""
     failing = [c for c in cands if c.tier < TIER_BENIGN and SHAPE not in c.shapes]
     for c in cands:
         m = _STATUS.search(c.hit.facts.message)
