@@ -51,9 +51,12 @@ def move_to_printed_first(cands: list[Candidate]) -> None:
         if said and exception_name(printed) is None:
             c.line, c.text = c.hit.line - up, opener
             continue
+        said_words = _DIGITS.sub("#", words) if len(words) >= SAID else None
         for k, text in enumerate(c.hit.view.above_opener, up + 1):
+            if said_words is None or said_words not in _DIGITS.sub("#", text):
+                continue  # (the raw line holds its message: most lines are ruled out unread)
             printed = unwrap(text).message
-            said = len(words) >= SAID and _DIGITS.sub("#", words) in _DIGITS.sub("#", printed)
+            said = said_words in _DIGITS.sub("#", printed)
             if said and exception_name(printed) is None and (c.hit.file_index, c.line - k) not in lines:
                 c.line, c.text = c.hit.line - k, text
                 break

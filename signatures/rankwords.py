@@ -87,6 +87,8 @@ _SUBGROUP = re.compile(r"\[PG (?:ID )?\d+ (?:PG GUID [^\s(]+ ?)?(?:\((?P<name>[^
 
 def in_subgroup(message: str) -> bool:
     """Whether the message is a process group's own, of a group other than the default (world) one."""
+    if "[PG " not in message:
+        return False
     m = _SUBGROUP.search(message)
     return m is not None and m.group("name") not in (None, "default_pg")
 
