@@ -74,7 +74,6 @@ def move_announcements_to_detail(cands: list[Candidate]) -> list[Candidate]:
             continue
         if c.signature is not None or c.line != c.hit.line or c.tier >= TIER_BENIGN or not announces_only(c):
             continue
-        below = at.get((c.hit.file_index, c.line + 1))
         if not c.hit.after or (below is not None and (below.signature is not None or below.tier < c.tier)):
             continue
         text = c.hit.after[0]

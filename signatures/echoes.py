@@ -11,12 +11,9 @@ and the earlier of the two states the failure.
 
 from __future__ import annotations
 
-import re
-
 from signatures.candidate import TIER_INITIATING, TIER_UNKNOWN, Candidate
+from signatures.lines import numbers_aside
 from signatures.tracebacks import exception_name
-
-_NUMBER = re.compile(r"\d+")
 
 
 def vouch_for_echoes(cands: list[Candidate]) -> None:
@@ -34,4 +31,4 @@ def vouch_for_echoes(cands: list[Candidate]) -> None:
 
 
 def _shape(message: str) -> str:
-    return _NUMBER.sub("#", message.strip())
+    return numbers_aside(message.strip())

@@ -197,6 +197,14 @@ class LineFacts:
     tagged: bool = False  # the rank came from a launcher's tag on the line, not from its words
 
 
+def numbers_aside(text: str) -> str:
+    """``text`` with every run of digits as ``#``: the same words, whatever values they carry."""
+    return _NUMBERS.sub("#", text)
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 

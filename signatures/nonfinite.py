@@ -35,7 +35,11 @@ def _finite(name: str) -> re.Pattern[str]:
 
 
 def _names(c: Candidate) -> frozenset[str]:
-    message = c.hit.facts.message
+    return _names_in(c.hit.facts.message)
+
+
+def _names_in(message: str) -> frozenset[str]:
+    """The metrics ``message`` prints non-finite."""
     low = message.lower()
     if "nan" not in low and "inf" not in low:
         return frozenset()  # (most lines: the search below is slow on long ones)
@@ -139,15 +143,11 @@ def _finite_rows(c: Candidate, name: str, kind: list[str]) -> list[tuple[int, fl
         facts = unwrap(text)
         if facts.rank != c.hit.rank or (kind and kind[0] not in _opening_words(facts.message)):
             continue
-        if _NON_FINITE.search(facts.message) and name in _names_in(facts.message):
+        if name in _names_in(facts.message):
             break  # an earlier non-finite row: this one is not where it went wrong
         if m := value.search(facts.message):
             rows.append((back, float(m.group("value"))))
     return rows[::-1]
-
-
-def _names_in(message: str) -> frozenset[str]:
-    return frozenset(m.group("name") for m in _NON_FINITE.finditer(message))
 
 
 def _explosion_start(values: list[float]) -> int | None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 
 from signatures.candidate import TIER_BENIGN, Candidate
+from signatures.lines import numbers_aside
 
 _STATUS = re.compile(r"\bOP_REQUIRES failed at \S+ : (?P<status>.+)$")
-_NUMBER = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
 SHAPE = "op-failed"
 
@@ -39,4 +39,4 @@ def read_op_failures(cands: list[Candidate]) -> None:
 
 
 def _plain(text: str) -> str:
-    return _SPACE.sub(" ", _NUMBER.sub("#", text)).strip()
+    return _SPACE.sub(" ", numbers_aside(text)).strip()

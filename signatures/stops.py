@@ -16,7 +16,7 @@ from signatures.candidate import (
     TIER_WRAPPER,
     Candidate,
 )
-from signatures.lines import unwrap
+from signatures.lines import numbers_aside, unwrap
 from signatures.tracebacks import exception_name
 
 TEARDOWN_REACH = 200  # lines after a stop request that are the process's shutting down
@@ -45,17 +45,15 @@ def demote_survived_before_finish(cands: list[Candidate], finishes: Sequence[tup
     `max_epochs=1` reached." below them). The run's own word that it finished outweighs them. The
     same failure printed again after the finish, numbers aside, is survived the same way (the
     callback failing at each checkpoint)."""
+    said = {id(c): (c.hit.file_index, numbers_aside(c.hit.facts.message.strip())) for c in cands}
     survived: set[tuple[int, str]] = set()
     for c in cands:
         if c.tier < TIER_BENIGN and any(f == c.hit.file_index and c.line < line for f, line in finishes):
             c.tier = TIER_BENIGN
-            survived.add((c.hit.file_index, _NUMBERS.sub("#", c.hit.facts.message.strip())))
+            survived.add(said[id(c)])
     for c in cands:
-        if (c.hit.file_index, _NUMBERS.sub("#", c.hit.facts.message.strip())) in survived:
+        if said[id(c)] in survived:
             c.tier = max(c.tier, TIER_BENIGN)
-
-
-_NUMBERS = re.compile(r"\d+")
 
 
 def demote_warnings_after_finish(cands: list[Candidate], finishes: Sequence[tuple[int, int]]) -> None:
